@@ -1,0 +1,122 @@
+//! The composition root: everything a handler can reach, built once at boot.
+
+use std::collections::BTreeMap;
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+
+use tokio::sync::OnceCell;
+
+use crate::config::{Config, Settings};
+use crate::lifecycle::Lifecycle;
+use crate::logging::LogControl;
+use crate::protocol::{HealthCheck, PROTOCOL_VERSION, SidecarHealth, VERSION};
+use crate::rpc::{Out, Reverse};
+
+pub struct App {
+    pub started: Instant,
+    pub config: RwLock<Config>,
+    pub log: LogControl,
+    pub out: Out,
+    pub reverse: Reverse,
+    pub lifecycle: Lifecycle,
+    /// Test and diagnostic methods (`debug.*`), on with `OUTRIGGER_DEBUG_METHODS=1`.
+    pub debug_methods: bool,
+    python: OnceCell<Option<String>>,
+}
+
+impl App {
+    pub fn new(config: Config, log: LogControl, out: Out, lifecycle: Lifecycle) -> App {
+        App {
+            started: Instant::now(),
+            config: RwLock::new(config),
+            log,
+            reverse: Reverse::new(out.clone()),
+            out,
+            lifecycle,
+            debug_methods: std::env::var("OUTRIGGER_DEBUG_METHODS").is_ok_and(|v| v == "1"),
+            python: OnceCell::new(),
+        }
+    }
+
+    pub fn settings(&self) -> Settings {
+        self.config().settings()
+    }
+
+    pub fn config(&self) -> Config {
+        self.config
+            .read()
+            .map(|c| c.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    pub fn replace_config(&self, next: Config) {
+        match self.config.write() {
+            Ok(mut g) => *g = next,
+            Err(e) => *e.into_inner() = next,
+        }
+    }
+
+    /// The Python that `run_code` will use, probed once (never before ready).
+    pub async fn python_version(&self) -> Option<String> {
+        self.python.get_or_init(probe_python).await.clone()
+    }
+
+    /// The health snapshot. `python_version` is whatever is cached: the probe is never
+    /// awaited here, so the ready marker costs nothing.
+    pub fn health(&self) -> SidecarHealth {
+        let mut checks = BTreeMap::new();
+        checks.insert(
+            "engine".to_string(),
+            HealthCheck {
+                status: "ok".into(),
+                message: Some("rust".into()),
+            },
+        );
+        SidecarHealth {
+            status: "ok".into(),
+            version: VERSION.into(),
+            protocol_version: PROTOCOL_VERSION.into(),
+            uptime_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            pid: std::process::id(),
+            python_version: self.python.get().cloned().flatten(),
+            runtime: "rust".into(),
+            rust_version: env!("OUTRIGGER_RUSTC_VERSION").into(),
+            platform: platform(),
+            loaded_providers: Vec::new(),
+            loaded_tools: 0,
+            active_traces: 0,
+            checks,
+        }
+    }
+}
+
+/// `linux-x86_64` style, as the reference reports it.
+pub fn platform() -> String {
+    let os = match std::env::consts::OS {
+        "macos" => "darwin",
+        other => other,
+    };
+    let arch = match std::env::consts::ARCH {
+        "aarch64" => "arm64",
+        other => other,
+    };
+    format!("{os}-{arch}")
+}
+
+/// Asks `python3` (or `OUTRIGGER_PYTHON`) for its version; `None` when absent or silent.
+async fn probe_python() -> Option<String> {
+    let exe = std::env::var("OUTRIGGER_PYTHON").unwrap_or_else(|_| "python3".into());
+    let child = tokio::process::Command::new(exe)
+        .args(["-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(Duration::from_secs(5), child).await {
+        Ok(Ok(out)) if out.status.success() => {
+            let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            (!v.is_empty()).then_some(v)
+        }
+        _ => None,
+    }
+}

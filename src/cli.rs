@@ -1,0 +1,65 @@
+//! Command-line flags. Serve mode is the default; helper subcommands hang off it.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "outrigger",
+    version,
+    about = "Agent runtime sidecar: JSON-RPC 2.0 over stdin/stdout, one object per line",
+    long_about = "Outrigger is an agent runtime in one binary. A host spawns it and speaks JSON-RPC 2.0 \
+                  to it over stdin/stdout, one JSON object per line. Logs and the \
+                  __SIDECAR_READY__: marker go to stderr; stdout carries only JSON frames."
+)]
+pub struct Cli {
+    /// Sidecar log level (always logged on stderr).
+    #[arg(long, value_enum, ignore_case = true)]
+    pub log_level: Option<LogLevel>,
+
+    /// Skip the __SIDECAR_READY__ stderr marker (keep the lifecycle.ready stdout notification).
+    #[arg(long)]
+    pub quiet_ready: bool,
+
+    /// Path of the durable SQLite store (default: $OUTRIGGER_HOME/outrigger.db).
+    #[arg(long, value_name = "PATH")]
+    pub storage_path: Option<PathBuf>,
+
+    /// Print the merged configuration with the layer each value came from, then exit.
+    #[arg(long)]
+    pub dump_config: bool,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write one JSON Schema file per wire type into DIR.
+    Schemas {
+        /// Directory to write the schema files into (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "UPPER")]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warning,
+    Error,
+}
+
+impl LogLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "DEBUG",
+            LogLevel::Info => "INFO",
+            LogLevel::Warning => "WARNING",
+            LogLevel::Error => "ERROR",
+        }
+    }
+}

@@ -1,0 +1,433 @@
+//! Layered configuration with per-key provenance.
+//!
+//! Layers, lowest first: default → `$OUTRIGGER_HOME/config.json` → the profile named by
+//! `OUTRIGGER_PROFILE` → `OUTRIGGER_<KEY>` env → CLI flags → per-request overrides → the
+//! managed file at `OUTRIGGER_MANAGED_CONFIG_PATH`, which is applied last so nothing below
+//! can loosen what it pins.
+
+pub mod keys;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+pub use keys::{KEYS, LOG_LEVELS};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Default,
+    File,
+    Profile,
+    Env,
+    Cli,
+    Override,
+    Managed,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Default => "default",
+            Source::File => "file",
+            Source::Profile => "profile",
+            Source::Env => "env",
+            Source::Cli => "cli",
+            Source::Override => "override",
+            Source::Managed => "managed",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {path} is not valid JSON at line {line}, column {column}: {msg}")]
+    Malformed {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        msg: String,
+    },
+    #[error("cannot read config file {path}: {msg}")]
+    Unreadable { path: PathBuf, msg: String },
+    #[error("config file {path}: {what} must be a JSON object")]
+    NotObject { path: PathBuf, what: String },
+    #[error(
+        "config key '{key}' from the {layer} layer ({origin}) must be {expected}, got {got}; fix or remove it"
+    )]
+    WrongType {
+        key: String,
+        layer: &'static str,
+        origin: String,
+        expected: String,
+        got: String,
+    },
+    #[error(
+        "unknown config key '{key}' in the {layer} layer ({origin}); known keys: {}",
+        known.join(", ")
+    )]
+    UnknownKey {
+        key: String,
+        layer: &'static str,
+        origin: String,
+        known: Vec<&'static str>,
+    },
+    #[error(
+        "unknown profile '{name}' (OUTRIGGER_PROFILE); available profiles in {path}: {}",
+        if available.is_empty() { "none".to_string() } else { available.join(", ") }
+    )]
+    UnknownProfile {
+        name: String,
+        path: PathBuf,
+        available: Vec<String>,
+    },
+    #[error("config key '{key}' is pinned by the managed config ({origin}) and cannot be changed")]
+    Pinned { key: String, origin: String },
+}
+
+/// One layer's values, where they came from, and which source they count as.
+#[derive(Debug, Clone)]
+struct Layer {
+    source: Source,
+    origin: String,
+    values: Map<String, Value>,
+}
+
+impl Layer {
+    fn new(source: Source, origin: impl Into<String>) -> Self {
+        Layer {
+            source,
+            origin: origin.into(),
+            values: Map::new(),
+        }
+    }
+
+    /// Validates every key against the defaults table; env layers coerce strings first.
+    fn checked(mut self) -> Result<Self, ConfigError> {
+        for (k, v) in self.values.iter_mut() {
+            let spec = keys::spec(k).ok_or_else(|| ConfigError::UnknownKey {
+                key: k.clone(),
+                layer: self.source.as_str(),
+                origin: self.origin.clone(),
+                known: keys::names(),
+            })?;
+            if self.source == Source::Env
+                && let Value::String(s) = v
+            {
+                *v = spec.kind.coerce_env(s);
+            }
+            if !spec.kind.check(v) {
+                return Err(ConfigError::WrongType {
+                    key: k.clone(),
+                    layer: self.source.as_str(),
+                    origin: self.origin.clone(),
+                    expected: spec.kind.describe(),
+                    got: v.to_string(),
+                });
+            }
+        }
+        Ok(self)
+    }
+}
+
+/// Where the layers come from: the process environment, captured once.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    pub home: PathBuf,
+    pub profile: Option<String>,
+    pub managed: Option<PathBuf>,
+    /// `OUTRIGGER_<KEY>` values found in the environment.
+    pub env: Vec<(String, String)>,
+    /// Values given on the command line, as config keys.
+    pub cli: Map<String, Value>,
+}
+
+impl Inputs {
+    /// Reads `OUTRIGGER_HOME`, `OUTRIGGER_PROFILE`, `OUTRIGGER_MANAGED_CONFIG_PATH` and the
+    /// `OUTRIGGER_<KEY>` variables of the known keys.
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let home = var("OUTRIGGER_HOME").map(PathBuf::from).unwrap_or_else(|| {
+            var("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("."))
+                .join(".outrigger")
+        });
+        let env = KEYS
+            .iter()
+            .filter_map(|k| {
+                let name = format!("OUTRIGGER_{}", k.name.to_ascii_uppercase());
+                std::env::var(&name).ok().map(|v| (k.name.to_string(), v))
+            })
+            .collect();
+        Inputs {
+            home,
+            profile: var("OUTRIGGER_PROFILE"),
+            managed: var("OUTRIGGER_MANAGED_CONFIG_PATH").map(PathBuf::from),
+            env,
+            cli: Map::new(),
+        }
+    }
+}
+
+/// The loaded layers. `merged()` folds them; overrides can be swapped without reloading files.
+#[derive(Debug, Clone)]
+pub struct Config {
+    home: PathBuf,
+    below_override: Vec<Layer>,
+    overrides: Layer,
+    managed: Option<Layer>,
+}
+
+/// One key's resolved value and the layer it came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Resolved {
+    pub value: Value,
+    pub source: Source,
+}
+
+impl Config {
+    pub fn load(inputs: &Inputs) -> Result<Config, ConfigError> {
+        let mut layers = Vec::new();
+        let mut defaults = Layer::new(Source::Default, "built-in defaults");
+        for k in KEYS {
+            defaults.values.insert(k.name.to_string(), (k.default)());
+        }
+        layers.push(defaults);
+
+        let file = inputs.home.join("config.json");
+        let mut profiles = None;
+        if let Some(mut obj) = read_json_object(&file, false)? {
+            profiles = obj.remove("profiles");
+            let mut l = Layer::new(Source::File, file.display().to_string());
+            l.values = obj;
+            layers.push(l.checked()?);
+        }
+        if let Some(name) = &inputs.profile {
+            let available: Map<String, Value> = match profiles {
+                None | Some(Value::Null) => Map::new(),
+                Some(Value::Object(m)) => m,
+                Some(_) => {
+                    return Err(ConfigError::NotObject {
+                        path: file,
+                        what: "\"profiles\"".into(),
+                    });
+                }
+            };
+            let Some(p) = available.get(name) else {
+                return Err(ConfigError::UnknownProfile {
+                    name: name.clone(),
+                    path: file,
+                    available: available.keys().cloned().collect(),
+                });
+            };
+            let Value::Object(values) = p else {
+                return Err(ConfigError::NotObject {
+                    path: file,
+                    what: format!("profile \"{name}\""),
+                });
+            };
+            let mut l = Layer::new(
+                Source::Profile,
+                format!("profile '{name}' in {}", file.display()),
+            );
+            l.values = values.clone();
+            layers.push(l.checked()?);
+        }
+        let mut env = Layer::new(Source::Env, "OUTRIGGER_* environment");
+        for (k, v) in &inputs.env {
+            env.values.insert(k.clone(), Value::String(v.clone()));
+        }
+        layers.push(env.checked()?);
+        let mut cli = Layer::new(Source::Cli, "command-line flags");
+        cli.values = inputs.cli.clone();
+        layers.push(cli.checked()?);
+
+        let managed = match &inputs.managed {
+            None => None,
+            Some(path) => {
+                let obj = read_json_object(path, true)?.unwrap_or_default();
+                let mut l = Layer::new(Source::Managed, path.display().to_string());
+                l.values = obj;
+                Some(l.checked()?)
+            }
+        };
+        Ok(Config {
+            home: inputs.home.clone(),
+            below_override: layers,
+            overrides: Layer::new(Source::Override, "per-request override"),
+            managed,
+        })
+    }
+
+    /// Every key with its value and source, after all layers.
+    pub fn merged(&self) -> BTreeMap<&'static str, Resolved> {
+        let mut out = BTreeMap::new();
+        let layers = self
+            .below_override
+            .iter()
+            .chain(std::iter::once(&self.overrides))
+            .chain(self.managed.iter());
+        for layer in layers {
+            for (k, v) in &layer.values {
+                if let Some(spec) = keys::spec(k) {
+                    out.insert(
+                        spec.name,
+                        Resolved {
+                            value: v.clone(),
+                            source: layer.source,
+                        },
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    /// A copy with per-request overrides applied (validated; managed pins refuse).
+    pub fn with_overrides(&self, values: &Map<String, Value>) -> Result<Config, ConfigError> {
+        let mut layer = self.overrides.clone();
+        for (k, v) in values {
+            layer.values.insert(k.clone(), v.clone());
+        }
+        let layer = layer.checked()?;
+        if let Some(m) = &self.managed
+            && let Some(k) = values.keys().find(|k| m.values.contains_key(*k))
+        {
+            return Err(ConfigError::Pinned {
+                key: k.clone(),
+                origin: m.origin.clone(),
+            });
+        }
+        let mut next = self.clone();
+        next.overrides = layer;
+        Ok(next)
+    }
+
+    pub fn settings(&self) -> Settings {
+        let m = self.merged();
+        let get = |k: &str| m.get(k).map(|r| r.value.clone()).unwrap_or(Value::Null);
+        let storage_path = get("storage_path")
+            .as_str()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.home.join("outrigger.db"));
+        Settings {
+            log_level: get("log_level").as_str().unwrap_or("INFO").to_string(),
+            grace_period: Duration::from_secs_f64(
+                get("grace_period_seconds").as_f64().unwrap_or(5.0),
+            ),
+            grace_period_seconds: get("grace_period_seconds").as_f64().unwrap_or(5.0),
+            storage_path,
+            max_frame_bytes: get("max_frame_bytes")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(64 << 20),
+        }
+    }
+}
+
+/// The typed view the rest of the process reads.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub log_level: String,
+    pub grace_period: Duration,
+    pub grace_period_seconds: f64,
+    pub storage_path: PathBuf,
+    pub max_frame_bytes: usize,
+}
+
+/// Reads a JSON object file. A missing optional file is `None`; a missing required one fails.
+fn read_json_object(
+    path: &Path,
+    required: bool,
+) -> Result<Option<Map<String, Value>>, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(None),
+        Err(e) => {
+            return Err(ConfigError::Unreadable {
+                path: path.to_path_buf(),
+                msg: e.to_string(),
+            });
+        }
+    };
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(m)) => Ok(Some(m)),
+        Ok(_) => Err(ConfigError::NotObject {
+            path: path.to_path_buf(),
+            what: "the top level".into(),
+        }),
+        Err(e) => Err(ConfigError::Malformed {
+            path: path.to_path_buf(),
+            line: e.line(),
+            column: e.column(),
+            msg: e.to_string(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn inputs(home: &Path) -> Inputs {
+        Inputs {
+            home: home.to_path_buf(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn env_strings_are_coerced_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut i = inputs(dir.path());
+        i.env.push(("max_frame_bytes".into(), "4096".into()));
+        i.env.push(("log_level".into(), "debug".into()));
+        let c = Config::load(&i).unwrap();
+        let m = c.merged();
+        assert_eq!(m["max_frame_bytes"].value, json!(4096));
+        assert_eq!(m["log_level"].value, json!("DEBUG"));
+        assert_eq!(m["log_level"].source, Source::Env);
+
+        i.env = vec![("max_frame_bytes".into(), "lots".into())];
+        let e = Config::load(&i).unwrap_err().to_string();
+        assert!(
+            e.contains("max_frame_bytes") && e.contains("env") && e.contains("integer"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn ceiling_is_enforced() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut i = inputs(dir.path());
+        i.env
+            .push(("max_frame_bytes".into(), (2i64 << 30).to_string()));
+        assert!(Config::load(&i).is_err());
+    }
+
+    #[test]
+    fn overrides_refuse_managed_pins() {
+        let dir = tempfile::tempdir().unwrap();
+        let managed = dir.path().join("managed.json");
+        std::fs::write(&managed, r#"{"log_level":"ERROR"}"#).unwrap();
+        let mut i = inputs(dir.path());
+        i.managed = Some(managed);
+        let c = Config::load(&i).unwrap();
+        let mut o = Map::new();
+        o.insert("log_level".into(), json!("DEBUG"));
+        assert!(matches!(
+            c.with_overrides(&o),
+            Err(ConfigError::Pinned { .. })
+        ));
+        o.clear();
+        o.insert("grace_period_seconds".into(), json!(1.5));
+        let c2 = c.with_overrides(&o).unwrap();
+        assert_eq!(c2.merged()["grace_period_seconds"].source, Source::Override);
+        assert_eq!(c2.settings().grace_period, Duration::from_millis(1500));
+    }
+}

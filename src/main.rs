@@ -1,0 +1,58 @@
+//! `outrigger`: serve JSON-RPC over stdio (default), or run a helper subcommand.
+
+use clap::Parser;
+use serde_json::{Value, json};
+
+use outrigger::cli::{Cli, Command};
+use outrigger::{config, logging, protocol, serve};
+
+fn main() {
+    let cli = Cli::parse();
+    std::process::exit(real_main(cli));
+}
+
+fn real_main(cli: Cli) -> i32 {
+    if let Some(Command::Schemas { out }) = &cli.command {
+        return match protocol::write_schemas(out) {
+            Ok(n) => {
+                eprintln!("wrote {n} schemas to {}", out.display());
+                0
+            }
+            Err(e) => {
+                eprintln!("outrigger: cannot write schemas to {}: {e}", out.display());
+                1
+            }
+        };
+    }
+
+    let mut inputs = config::Inputs::from_env();
+    if let Some(level) = cli.log_level {
+        inputs.cli.insert("log_level".into(), json!(level.as_str()));
+    }
+    if let Some(path) = &cli.storage_path {
+        inputs
+            .cli
+            .insert("storage_path".into(), json!(path.display().to_string()));
+    }
+    let config = match config::Config::load(&inputs) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("outrigger: configuration error: {e}");
+            return 2;
+        }
+    };
+
+    if cli.dump_config {
+        let merged: serde_json::Map<String, Value> = config
+            .merged()
+            .into_iter()
+            .map(|(k, r)| (k.to_string(), json!({"value": r.value, "source": r.source})))
+            .collect();
+        let text = serde_json::to_string_pretty(&merged).unwrap_or_default();
+        println!("{text}");
+        return 0;
+    }
+
+    let log = logging::init(&config.settings().log_level);
+    serve::run(config, log, cli.quiet_ready)
+}

@@ -1,0 +1,183 @@
+//! Every type on the wire (serde + schemars). `schemas/` is generated from `all_schemas()`
+//! by `outrigger schemas --out schemas` and a test fails when the two drift apart.
+
+use std::collections::BTreeMap;
+
+use schemars::{JsonSchema, Schema, schema_for};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub const PROTOCOL_VERSION: &str = "0.1.0";
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Reply of `system.ping`; also the payload of the `__SIDECAR_READY__:` stderr marker.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SidecarHealth {
+    /// `ok` once the process serves requests.
+    pub status: String,
+    pub version: String,
+    pub protocol_version: String,
+    pub uptime_ms: u64,
+    pub pid: u32,
+    /// Version of the `python3` that `run_code` uses, or null when none was found (or not yet probed).
+    pub python_version: Option<String>,
+    /// Always `rust`.
+    pub runtime: String,
+    pub rust_version: String,
+    /// `linux-x86_64` style.
+    pub platform: String,
+    pub loaded_providers: Vec<String>,
+    pub loaded_tools: usize,
+    pub active_traces: usize,
+    pub checks: BTreeMap<String, HealthCheck>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct HealthCheck {
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// `lifecycle.ready` params: the first frame on stdout.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LifecycleReady {
+    pub version: String,
+    pub protocol_version: String,
+    pub pid: u32,
+    pub listen_info: ListenInfo,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ListenInfo {
+    /// Always `stdio`.
+    pub transport: String,
+}
+
+/// `lifecycle.shutdown` params: the last frame on stdout.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct LifecycleShutdown {
+    pub reason: ShutdownReason,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ShutdownReason {
+    /// `system.shutdown`, `system.shutdown_now`, SIGTERM or SIGINT.
+    Normal,
+    /// stdin reached end of file (or the parent process went away).
+    Eof,
+}
+
+/// What the assistant asks to run. No other members are allowed.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCall {
+    /// Unique within a chat.
+    pub id: String,
+    /// A tool name registered with the runtime.
+    pub name: String,
+    /// Model-provided arguments, validated against the tool's schema.
+    pub arguments: Map<String, Value>,
+}
+
+/// What the runtime reports back. Other members are allowed for forward compatibility.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    pub success: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_followup: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_action: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Map<String, Value>>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// The `error` member of an error response.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RpcErrorObject {
+    pub code: i64,
+    pub message: String,
+    /// Same as `data.kind`; kept top-level for hosts of the reference implementation.
+    pub kind: String,
+    /// Always carries `kind`; `-32601` adds `method`.
+    pub data: Map<String, Value>,
+}
+
+/// `config.get` params.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigGetParams {
+    /// Include every key with its value and the layer it came from.
+    #[serde(default)]
+    pub merged: bool,
+    /// Preview per-request overrides (`{key: value}`) without applying them.
+    #[serde(default, rename = "override")]
+    pub overrides: Option<Map<String, Value>>,
+}
+
+/// `config.get` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigGetResult {
+    pub log_level: String,
+    pub grace_period_seconds: f64,
+    pub version: String,
+    pub protocol_version: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merged: Option<BTreeMap<String, ConfigValue>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ConfigValue {
+    pub value: Value,
+    /// `default`, `file`, `profile`, `env`, `cli`, `override` or `managed`.
+    pub source: String,
+}
+
+/// `config.set` params.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigSetParams {
+    /// `DEBUG`, `INFO`, `WARNING` or `ERROR`; applies to later log lines at once.
+    #[serde(default)]
+    pub log_level: Option<String>,
+}
+
+/// Every schema `outrigger schemas` writes, by file stem.
+pub fn all_schemas() -> Vec<(&'static str, Schema)> {
+    vec![
+        ("SidecarHealth", schema_for!(SidecarHealth)),
+        ("LifecycleReady", schema_for!(LifecycleReady)),
+        ("LifecycleShutdown", schema_for!(LifecycleShutdown)),
+        ("ToolCall", schema_for!(ToolCall)),
+        ("ToolResult", schema_for!(ToolResult)),
+        ("RpcErrorObject", schema_for!(RpcErrorObject)),
+        ("ConfigGetParams", schema_for!(ConfigGetParams)),
+        ("ConfigGetResult", schema_for!(ConfigGetResult)),
+        ("ConfigSetParams", schema_for!(ConfigSetParams)),
+    ]
+}
+
+/// Writes one `<Name>.json` per type into `dir`.
+pub fn write_schemas(dir: &std::path::Path) -> std::io::Result<usize> {
+    std::fs::create_dir_all(dir)?;
+    let all = all_schemas();
+    for (name, schema) in &all {
+        let mut text = serde_json::to_string_pretty(schema).map_err(std::io::Error::other)?;
+        text.push('\n');
+        std::fs::write(dir.join(format!("{name}.json")), text)?;
+    }
+    Ok(all.len())
+}

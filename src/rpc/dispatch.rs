@@ -1,0 +1,216 @@
+//! From a parsed line to handler tasks and responses. Every request runs as its own task,
+//! so a slow handler never delays another request.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::error::{ErrorKind, RpcError};
+use super::frame::{Incoming, Line, RawId, parse_line};
+use super::methods;
+use super::writer::{Out, encode_response};
+use crate::app::App;
+
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, RpcError>> + Send>>;
+pub type Handler = fn(Arc<App>, Call) -> HandlerFuture;
+
+/// Where a request's single response goes.
+enum Target {
+    Direct {
+        id: RawId,
+        out: Out,
+    },
+    /// Inside a batch: the encoded response is collected into the batch array.
+    Collect {
+        id: RawId,
+        tx: oneshot::Sender<Vec<u8>>,
+    },
+}
+
+/// Sends a request's response exactly once, whoever sends first (the handler early, or the
+/// dispatcher when the handler returns). Notifications have no target.
+#[derive(Clone)]
+pub struct Replier(Arc<Mutex<Option<Target>>>);
+
+impl Replier {
+    fn new(target: Option<Target>) -> Self {
+        Replier(Arc::new(Mutex::new(target)))
+    }
+
+    pub fn send(&self, result: &Result<Value, RpcError>) {
+        let target = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match target {
+            Some(Target::Direct { id, out }) => out.respond(Some(&id), result),
+            Some(Target::Collect { id, tx }) => {
+                let _ = tx.send(encode_response(Some(&id), result));
+            }
+            None => {}
+        }
+    }
+}
+
+/// One call as a handler sees it.
+pub struct Call {
+    pub params: Value,
+    replier: Replier,
+}
+
+impl Call {
+    /// Params as an object type; omitted params read as `{}`.
+    pub fn params<T: DeserializeOwned>(&self) -> Result<T, RpcError> {
+        match &self.params {
+            Value::Null => serde_json::from_value(Value::Object(Default::default())),
+            Value::Object(_) => serde_json::from_value(self.params.clone()),
+            _ => return Err(RpcError::invalid_params("params must be an object")),
+        }
+        .map_err(|e| RpcError::invalid_params(format!("invalid params: {e}")))
+    }
+
+    /// Answers now, before the handler finishes (e.g. a stream id, or shutdown's `null`),
+    /// so notifications sent afterwards follow the response on the wire.
+    pub fn reply_now(&self, result: Result<Value, RpcError>) {
+        self.replier.send(&result);
+    }
+}
+
+/// Polls a handler future, turning a panic into an internal error instead of a lost reply.
+struct CatchUnwind(HandlerFuture);
+
+impl Future for CatchUnwind {
+    type Output = Result<Value, RpcError>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let fut = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(p) => p,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                Poll::Ready(Err(RpcError::internal(format!("handler panicked: {what}"))))
+            }
+        }
+    }
+}
+
+fn lookup(app: &App, method: &str) -> Option<Handler> {
+    methods::find(method, app.debug_methods)
+}
+
+/// Handles one line from stdin. Called on the reader thread inside the runtime context.
+pub fn dispatch_line(app: &Arc<App>, line: &[u8]) {
+    match parse_line(line) {
+        Line::ParseError(msg) => app
+            .out
+            .respond(None, &Err(RpcError::new(ErrorKind::Parse, msg))),
+        Line::EmptyBatch => app.out.respond(
+            None,
+            &Err(RpcError::invalid_request(
+                "Invalid request: an empty batch array",
+            )),
+        ),
+        Line::Single(incoming) => {
+            let out = app.out.clone();
+            handle(app, incoming, |id| Target::Direct { id, out });
+        }
+        Line::Batch(items) => dispatch_batch(app, items),
+    }
+}
+
+/// Refuses an over-limit line (already discarded by the reader).
+pub fn refuse_too_long(app: &App, len: usize, limit: usize) {
+    app.out.respond(
+        None,
+        &Err(RpcError::invalid_request(format!(
+            "Invalid request: frame of {len} bytes exceeds max_frame_bytes ({limit}); send smaller \
+             frames or raise max_frame_bytes (ceiling 1073741824)"
+        ))
+        .with("limit", limit)
+        .with("length", len)),
+    );
+}
+
+fn dispatch_batch(app: &Arc<App>, items: Vec<Incoming>) {
+    let mut slots = Vec::new();
+    for item in items {
+        let (tx, rx) = oneshot::channel();
+        // A sender never used (notification, response) is dropped: its slot is skipped.
+        handle(app, item, move |id| Target::Collect { id, tx });
+        slots.push(rx);
+    }
+    let out = app.out.clone();
+    app.lifecycle.spawn(async move {
+        let mut parts = Vec::new();
+        for rx in slots {
+            if let Ok(bytes) = rx.await {
+                parts.push(bytes);
+            }
+        }
+        if parts.is_empty() {
+            return;
+        }
+        let mut frame = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum::<usize>() + 2);
+        frame.push(b'[');
+        for (i, p) in parts.iter().enumerate() {
+            if i > 0 {
+                frame.push(b',');
+            }
+            frame.extend_from_slice(p);
+        }
+        frame.push(b']');
+        out.send_bytes(frame);
+    });
+}
+
+fn handle(app: &Arc<App>, incoming: Incoming, target: impl FnOnce(RawId) -> Target) {
+    match incoming {
+        Incoming::Request { id, method, params } => {
+            let replier = Replier::new(Some(target(id)));
+            match lookup(app, &method) {
+                None => replier.send(&Err(RpcError::method_not_found(&method))),
+                Some(h) => run(app, h, params, replier),
+            }
+        }
+        Incoming::Notification { method, params } => match lookup(app, &method) {
+            Some(h) => run(app, h, params, Replier::new(None)),
+            None => tracing::debug!("ignoring notification for unknown method '{method}'"),
+        },
+        Incoming::Response { id, outcome } => {
+            if !app.reverse.resolve(&id, outcome) {
+                tracing::debug!("dropping response for unknown reverse id '{id}'");
+            }
+        }
+        Incoming::Invalid { id, message } => {
+            let err = Err(RpcError::invalid_request(message));
+            match id {
+                Some(id) => Replier::new(Some(target(id))).send(&err),
+                None => {
+                    let null = serde_json::value::RawValue::from_string("null".into());
+                    match null {
+                        Ok(null) => Replier::new(Some(target(null))).send(&err),
+                        Err(_) => app.out.respond(None, &err),
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn run(app: &Arc<App>, handler: Handler, params: Value, replier: Replier) {
+    let call = Call {
+        params,
+        replier: replier.clone(),
+    };
+    let fut = CatchUnwind(handler(app.clone(), call));
+    app.lifecycle.spawn(async move {
+        let result = fut.await;
+        replier.send(&result);
+    });
+}

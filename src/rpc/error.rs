@@ -1,0 +1,125 @@
+//! The one place that knows JSON-RPC error codes. Modules return typed errors; handlers
+//! convert them to `RpcError` by kind, and the code follows from the kind.
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+/// The `data.kind` vocabulary hosts switch on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    Parse,
+    InvalidRequest,
+    MethodNotFound,
+    InvalidParams,
+    Internal,
+    BudgetExhausted,
+    PolicyDenied,
+    ToolFailed,
+    EditFailed,
+    NotFound,
+    Storage,
+    TransportClosed,
+    Timeout,
+    Cancelled,
+}
+
+impl ErrorKind {
+    pub fn code(self) -> i64 {
+        match self {
+            ErrorKind::Parse => -32700,
+            ErrorKind::InvalidRequest => -32600,
+            ErrorKind::MethodNotFound => -32601,
+            ErrorKind::InvalidParams => -32602,
+            ErrorKind::Internal | ErrorKind::Cancelled => -32603,
+            ErrorKind::BudgetExhausted => -32001,
+            ErrorKind::PolicyDenied => -32002,
+            ErrorKind::ToolFailed | ErrorKind::EditFailed => -32003,
+            ErrorKind::NotFound | ErrorKind::Storage => -32004,
+            ErrorKind::TransportClosed | ErrorKind::Timeout => -32005,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Parse => "parse",
+            ErrorKind::InvalidRequest => "invalid_request",
+            ErrorKind::MethodNotFound => "method_not_found",
+            ErrorKind::InvalidParams => "invalid_params",
+            ErrorKind::Internal => "internal",
+            ErrorKind::BudgetExhausted => "budget_exhausted",
+            ErrorKind::PolicyDenied => "policy_denied",
+            ErrorKind::ToolFailed => "tool_failed",
+            ErrorKind::EditFailed => "edit_failed",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::Storage => "storage",
+            ErrorKind::TransportClosed => "transport_closed",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// An error on its way to the wire: `{code, message, kind, data: {kind, …}}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub kind: ErrorKind,
+    pub message: String,
+    /// Extra members merged into `data` beside `kind`.
+    pub data: Map<String, Value>,
+}
+
+impl RpcError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        RpcError {
+            kind,
+            message: message.into(),
+            data: Map::new(),
+        }
+    }
+
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.data.insert(key.to_string(), value.into());
+        self
+    }
+
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidParams, message)
+    }
+
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidRequest, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, message)
+    }
+
+    pub fn method_not_found(method: &str) -> Self {
+        Self::new(
+            ErrorKind::MethodNotFound,
+            format!("Method not found: '{method}'; see docs/protocol.md for the method list"),
+        )
+        .with("method", method)
+    }
+
+    /// The JSON error object. `kind` is also top-level: hosts of the reference read it there.
+    pub fn to_json(&self) -> Value {
+        let mut data = self.data.clone();
+        data.insert("kind".into(), json!(self.kind.as_str()));
+        json!({
+            "code": self.kind.code(),
+            "message": self.message,
+            "kind": self.kind.as_str(),
+            "data": data,
+        })
+    }
+}
+
+impl std::fmt::Display for RpcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.message, self.kind.as_str())
+    }
+}
+
+impl std::error::Error for RpcError {}

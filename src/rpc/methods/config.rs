@@ -1,0 +1,77 @@
+//! `config.get`, `config.set`.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::app::App;
+use crate::config::{Config, ConfigError};
+use crate::protocol::{
+    ConfigGetParams, ConfigGetResult, ConfigSetParams, ConfigValue, PROTOCOL_VERSION, VERSION,
+};
+use crate::rpc::dispatch::Call;
+use crate::rpc::error::{ErrorKind, RpcError};
+
+fn config_error(e: ConfigError) -> RpcError {
+    match e {
+        ConfigError::Pinned { .. } => RpcError::new(ErrorKind::PolicyDenied, e.to_string()),
+        other => RpcError::invalid_params(other.to_string()),
+    }
+}
+
+fn view(config: &Config, merged: bool) -> Result<Value, RpcError> {
+    let s = config.settings();
+    let result = ConfigGetResult {
+        log_level: s.log_level,
+        grace_period_seconds: s.grace_period_seconds,
+        version: VERSION.into(),
+        protocol_version: PROTOCOL_VERSION.into(),
+        merged: merged.then(|| {
+            config
+                .merged()
+                .into_iter()
+                .map(|(k, r)| {
+                    (
+                        k.to_string(),
+                        ConfigValue {
+                            value: r.value,
+                            source: r.source.as_str().into(),
+                        },
+                    )
+                })
+                .collect()
+        }),
+    };
+    serde_json::to_value(result).map_err(|e| RpcError::internal(e.to_string()))
+}
+
+pub async fn get(app: Arc<App>, call: Call) -> Result<Value, RpcError> {
+    let p: ConfigGetParams = call.params()?;
+    let config = app.config();
+    match &p.overrides {
+        Some(o) => view(&config.with_overrides(o).map_err(config_error)?, p.merged),
+        None => view(&config, p.merged),
+    }
+}
+
+pub async fn set(app: Arc<App>, call: Call) -> Result<Value, RpcError> {
+    let p: ConfigSetParams = call.params()?;
+    let mut changes = Map::new();
+    if let Some(level) = &p.log_level {
+        changes.insert("log_level".into(), json!(level.to_ascii_uppercase()));
+    }
+    if changes.is_empty() {
+        return Err(RpcError::invalid_params(
+            "config.set needs at least one setting, e.g. {\"logLevel\": \"DEBUG\"}",
+        ));
+    }
+    let next = app
+        .config()
+        .with_overrides(&changes)
+        .map_err(config_error)?;
+    let level = next.settings().log_level;
+    app.replace_config(next);
+    app.log.set_level(&level);
+    tracing::info!("log level is now {level}");
+    Ok(Value::Null)
+}

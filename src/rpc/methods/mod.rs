@@ -1,0 +1,62 @@
+//! The method table: every JSON-RPC method name and the handler that owns it.
+//! `docs/protocol.md` documents each one (a test checks it lists them all).
+
+mod config;
+mod debug;
+mod system;
+
+use super::dispatch::{Handler, HandlerFuture};
+
+macro_rules! h {
+    ($f:path) => {
+        (|app, call| Box::pin($f(app, call)) as HandlerFuture) as Handler
+    };
+}
+
+/// Methods every host can call.
+pub fn table() -> &'static [(&'static str, Handler)] {
+    static TABLE: std::sync::OnceLock<Vec<(&'static str, Handler)>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        vec![
+            ("system.ping", h!(system::ping)),
+            ("system.shutdown", h!(system::shutdown)),
+            ("system.shutdown_now", h!(system::shutdown_now)),
+            ("config.get", h!(config::get)),
+            ("config.set", h!(config::set)),
+        ]
+    })
+}
+
+/// Diagnostics for host test suites, registered only with `OUTRIGGER_DEBUG_METHODS=1`.
+pub fn debug_table() -> &'static [(&'static str, Handler)] {
+    static TABLE: std::sync::OnceLock<Vec<(&'static str, Handler)>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        vec![
+            ("debug.sleep", h!(debug::sleep)),
+            ("debug.echo", h!(debug::echo)),
+            ("debug.reverse", h!(debug::reverse)),
+        ]
+    })
+}
+
+pub fn find(method: &str, with_debug: bool) -> Option<Handler> {
+    let hit = |t: &'static [(&'static str, Handler)]| {
+        t.iter().find(|(n, _)| *n == method).map(|(_, h)| *h)
+    };
+    hit(table()).or_else(|| if with_debug { hit(debug_table()) } else { None })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_method_is_documented() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/protocol.md"))
+            .expect("docs/protocol.md exists");
+        for (name, _) in super::table().iter().chain(super::debug_table()) {
+            assert!(
+                doc.contains(&format!("`{name}`")),
+                "docs/protocol.md does not document `{name}`"
+            );
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! JSON-RPC 2.0 over stdio: framing, classification, dispatch, the stdout writer, reverse
+//! requests and error codes. Only this module knows wire codes.
+
+pub mod dispatch;
+pub mod error;
+pub mod frame;
+pub mod methods;
+pub mod reader;
+pub mod reverse;
+pub mod writer;
+
+pub use error::{ErrorKind, RpcError};
+pub use reverse::{Reverse, ReverseError};
+pub use writer::Out;
