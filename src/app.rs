@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
-use tokio::sync::OnceCell;
+use std::sync::Arc;
+
+use tokio::sync::{OnceCell, Semaphore};
 
 use crate::config::{Config, Settings};
 use crate::lifecycle::Lifecycle;
@@ -21,12 +23,17 @@ pub struct App {
     pub lifecycle: Lifecycle,
     /// Test and diagnostic methods (`debug.*`), on with `OUTRIGGER_DEBUG_METHODS=1`.
     pub debug_methods: bool,
+    /// Slots for concurrently running requests (`max_inflight_requests`).
+    pub inflight: Arc<Semaphore>,
     python: OnceCell<Option<String>>,
+    pid: u32,
 }
 
 impl App {
     pub fn new(config: Config, log: LogControl, out: Out, lifecycle: Lifecycle) -> App {
+        let inflight = config.settings().max_inflight_requests;
         App {
+            inflight: Arc::new(Semaphore::new(inflight)),
             started: Instant::now(),
             config: RwLock::new(config),
             log,
@@ -35,6 +42,7 @@ impl App {
             lifecycle,
             debug_methods: std::env::var("OUTRIGGER_DEBUG_METHODS").is_ok_and(|v| v == "1"),
             python: OnceCell::new(),
+            pid: std::process::id(),
         }
     }
 
@@ -66,7 +74,7 @@ impl App {
     pub fn health(&self) -> SidecarHealth {
         let mut checks = BTreeMap::new();
         checks.insert(
-            "engine".to_string(),
+            "engine".into(),
             HealthCheck {
                 status: "ok".into(),
                 message: Some("rust".into()),
@@ -77,11 +85,11 @@ impl App {
             version: VERSION.into(),
             protocol_version: PROTOCOL_VERSION.into(),
             uptime_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            pid: std::process::id(),
+            pid: self.pid,
             python_version: self.python.get().cloned().flatten(),
             runtime: "rust".into(),
             rust_version: env!("OUTRIGGER_RUSTC_VERSION").into(),
-            platform: platform(),
+            platform: platform().into(),
             loaded_providers: Vec::new(),
             loaded_tools: 0,
             active_traces: 0,
@@ -90,17 +98,20 @@ impl App {
     }
 }
 
-/// `linux-x86_64` style, as the reference reports it.
-pub fn platform() -> String {
-    let os = match std::env::consts::OS {
-        "macos" => "darwin",
-        other => other,
-    };
-    let arch = match std::env::consts::ARCH {
-        "aarch64" => "arm64",
-        other => other,
-    };
-    format!("{os}-{arch}")
+/// `linux-x86_64` style, as the reference reports it; computed once.
+pub fn platform() -> &'static str {
+    static PLATFORM: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PLATFORM.get_or_init(|| {
+        let os = match std::env::consts::OS {
+            "macos" => "darwin",
+            other => other,
+        };
+        let arch = match std::env::consts::ARCH {
+            "aarch64" => "arm64",
+            other => other,
+        };
+        format!("{os}-{arch}")
+    })
 }
 
 /// Asks `python3` (or `OUTRIGGER_PYTHON`) for its version; `None` when absent or silent.

@@ -9,3 +9,4 @@ pub mod logging;
 pub mod protocol;
 pub mod rpc;
 pub mod serve;
+pub mod tools;

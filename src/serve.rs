@@ -15,6 +15,13 @@ use crate::rpc::Out;
 use crate::rpc::dispatch::{dispatch_line, refuse_too_long};
 use crate::rpc::reader::{ReadEvent, read_lines};
 
+/// What the stdin reader hands the dispatcher.
+enum Inbound {
+    Line(Vec<u8>),
+    TooLong(usize),
+    Eof,
+}
+
 /// How often we look for a parent that went away without closing our stdin.
 const PARENT_POLL: Duration = Duration::from_millis(500);
 
@@ -70,22 +77,40 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
         },
     );
 
-    let reader_app = app.clone();
-    let handle = runtime.handle().clone();
+    // The reader thread hands each read's worth of lines to one dispatcher task, in order:
+    // one wake-up per read instead of one per frame, and frames start in the order sent.
+    let (batches, mut batch_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Inbound>>();
     let max_frame = settings.max_frame_bytes;
+    let dispatcher = app.clone();
+    runtime.spawn(async move {
+        while let Some(batch) = batch_rx.recv().await {
+            for item in batch {
+                match item {
+                    Inbound::Line(line) => dispatch_line(&dispatcher, &line).await,
+                    Inbound::TooLong(len) => refuse_too_long(&dispatcher, len, max_frame),
+                    Inbound::Eof => dispatcher.lifecycle.request_stop(Cause::Eof),
+                }
+            }
+        }
+    });
     let spawned = std::thread::Builder::new()
         .name("stdin-reader".into())
         .spawn(move || {
-            let _enter = handle.enter();
             let stdin = std::io::stdin().lock();
+            let mut batch = Vec::new();
             let result = read_lines(stdin, max_frame, |ev| match ev {
-                ReadEvent::Line(line) => dispatch_line(&reader_app, line),
-                ReadEvent::TooLong { len } => refuse_too_long(&reader_app, len, max_frame),
+                ReadEvent::Line(line) => batch.push(Inbound::Line(line.to_vec())),
+                ReadEvent::TooLong { len } => batch.push(Inbound::TooLong(len)),
+                ReadEvent::Drained if !batch.is_empty() => {
+                    let _ = batches.send(std::mem::take(&mut batch));
+                }
+                ReadEvent::Drained => {}
             });
             if let Err(e) = result {
                 tracing::warn!("stdin read failed: {e}");
             }
-            reader_app.lifecycle.request_stop(Cause::Eof);
+            batch.push(Inbound::Eof);
+            let _ = batches.send(batch);
         });
     if let Err(e) = spawned {
         tracing::error!("cannot start the stdin reader thread: {e}");

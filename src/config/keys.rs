@@ -112,6 +112,15 @@ pub static KEYS: &[KeySpec] = &[
         default: || json!(64 * 1024 * 1024),
         doc: "longest accepted stdin line; longer lines are discarded and refused",
     },
+    KeySpec {
+        name: "max_inflight_requests",
+        kind: Kind::Int {
+            min: 16,
+            max: 1_000_000,
+        },
+        default: || json!(1024),
+        doc: "requests running at once; further frames wait to be read (back-pressure)",
+    },
 ];
 
 pub fn spec(name: &str) -> Option<&'static KeySpec> {

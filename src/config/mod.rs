@@ -325,6 +325,10 @@ impl Config {
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
                 .unwrap_or(64 << 20),
+            max_inflight_requests: get("max_inflight_requests")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(1024),
         }
     }
 }
@@ -337,6 +341,7 @@ pub struct Settings {
     pub grace_period_seconds: f64,
     pub storage_path: PathBuf,
     pub max_frame_bytes: usize,
+    pub max_inflight_requests: usize,
 }
 
 /// Reads a JSON object file. A missing optional file is `None`; a missing required one fails.

@@ -1,6 +1,7 @@
 //! Every type on the wire (serde + schemars). `schemas/` is generated from `all_schemas()`
 //! by `outrigger schemas --out schemas` and a test fails when the two drift apart.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use schemars::{JsonSchema, Schema, schema_for};
@@ -15,29 +16,29 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 #[serde(rename_all = "camelCase")]
 pub struct SidecarHealth {
     /// `ok` once the process serves requests.
-    pub status: String,
-    pub version: String,
-    pub protocol_version: String,
+    pub status: Cow<'static, str>,
+    pub version: Cow<'static, str>,
+    pub protocol_version: Cow<'static, str>,
     pub uptime_ms: u64,
     pub pid: u32,
     /// Version of the `python3` that `run_code` uses, or null when none was found (or not yet probed).
     pub python_version: Option<String>,
     /// Always `rust`.
-    pub runtime: String,
-    pub rust_version: String,
+    pub runtime: Cow<'static, str>,
+    pub rust_version: Cow<'static, str>,
     /// `linux-x86_64` style.
-    pub platform: String,
+    pub platform: Cow<'static, str>,
     pub loaded_providers: Vec<String>,
     pub loaded_tools: usize,
     pub active_traces: usize,
-    pub checks: BTreeMap<String, HealthCheck>,
+    pub checks: BTreeMap<Cow<'static, str>, HealthCheck>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct HealthCheck {
-    pub status: String,
+    pub status: Cow<'static, str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<Cow<'static, str>>,
 }
 
 /// `lifecycle.ready` params: the first frame on stdout.

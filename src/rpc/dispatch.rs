@@ -11,13 +11,13 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::error::{ErrorKind, RpcError};
+use super::error::{ErrorKind, Outcome, RpcError};
 use super::frame::{Incoming, Line, RawId, parse_line};
 use super::methods;
 use super::writer::{Out, encode_response};
 use crate::app::App;
 
-pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, RpcError>> + Send>>;
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 pub type Handler = fn(Arc<App>, Call) -> HandlerFuture;
 
 /// Where a request's single response goes.
@@ -43,7 +43,7 @@ impl Replier {
         Replier(Arc::new(Mutex::new(target)))
     }
 
-    pub fn send(&self, result: &Result<Value, RpcError>) {
+    pub fn send(&self, result: &Outcome) {
         let target = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
         match target {
             Some(Target::Direct { id, out }) => out.respond(Some(&id), result),
@@ -74,7 +74,7 @@ impl Call {
 
     /// Answers now, before the handler finishes (e.g. a stream id, or shutdown's `null`),
     /// so notifications sent afterwards follow the response on the wire.
-    pub fn reply_now(&self, result: Result<Value, RpcError>) {
+    pub fn reply_now(&self, result: Outcome) {
         self.replier.send(&result);
     }
 }
@@ -83,7 +83,7 @@ impl Call {
 struct CatchUnwind(HandlerFuture);
 
 impl Future for CatchUnwind {
-    type Output = Result<Value, RpcError>;
+    type Output = Outcome;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let fut = &mut self.0;
         match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
@@ -105,7 +105,7 @@ fn lookup(app: &App, method: &str) -> Option<Handler> {
 }
 
 /// Handles one line from stdin. Called on the reader thread inside the runtime context.
-pub fn dispatch_line(app: &Arc<App>, line: &[u8]) {
+pub async fn dispatch_line(app: &Arc<App>, line: &[u8]) {
     match parse_line(line) {
         Line::ParseError(msg) => app
             .out
@@ -118,9 +118,9 @@ pub fn dispatch_line(app: &Arc<App>, line: &[u8]) {
         ),
         Line::Single(incoming) => {
             let out = app.out.clone();
-            handle(app, incoming, |id| Target::Direct { id, out });
+            handle(app, incoming, |id| Target::Direct { id, out }).await;
         }
-        Line::Batch(items) => dispatch_batch(app, items),
+        Line::Batch(items) => dispatch_batch(app, items).await,
     }
 }
 
@@ -137,12 +137,12 @@ pub fn refuse_too_long(app: &App, len: usize, limit: usize) {
     );
 }
 
-fn dispatch_batch(app: &Arc<App>, items: Vec<Incoming>) {
+async fn dispatch_batch(app: &Arc<App>, items: Vec<Incoming>) {
     let mut slots = Vec::new();
     for item in items {
         let (tx, rx) = oneshot::channel();
         // A sender never used (notification, response) is dropped: its slot is skipped.
-        handle(app, item, move |id| Target::Collect { id, tx });
+        handle(app, item, move |id| Target::Collect { id, tx }).await;
         slots.push(rx);
     }
     let out = app.out.clone();
@@ -169,17 +169,17 @@ fn dispatch_batch(app: &Arc<App>, items: Vec<Incoming>) {
     });
 }
 
-fn handle(app: &Arc<App>, incoming: Incoming, target: impl FnOnce(RawId) -> Target) {
+async fn handle(app: &Arc<App>, incoming: Incoming, target: impl FnOnce(RawId) -> Target) {
     match incoming {
         Incoming::Request { id, method, params } => {
             let replier = Replier::new(Some(target(id)));
             match lookup(app, &method) {
                 None => replier.send(&Err(RpcError::method_not_found(&method))),
-                Some(h) => run(app, h, params, replier),
+                Some(h) => run(app, h, params, replier).await,
             }
         }
         Incoming::Notification { method, params } => match lookup(app, &method) {
-            Some(h) => run(app, h, params, Replier::new(None)),
+            Some(h) => run(app, h, params, Replier::new(None)).await,
             None => tracing::debug!("ignoring notification for unknown method '{method}'"),
         },
         Incoming::Response { id, outcome } => {
@@ -203,7 +203,10 @@ fn handle(app: &Arc<App>, incoming: Incoming, target: impl FnOnce(RawId) -> Targ
     }
 }
 
-fn run(app: &Arc<App>, handler: Handler, params: Value, replier: Replier) {
+/// Starts a handler task once an in-flight slot is free (`max_inflight_requests`), so a
+/// host that pipelines faster than we answer meets back-pressure instead of growing memory.
+async fn run(app: &Arc<App>, handler: Handler, params: Value, replier: Replier) {
+    let permit = app.inflight.clone().acquire_owned().await.ok();
     let call = Call {
         params,
         replier: replier.clone(),
@@ -212,5 +215,6 @@ fn run(app: &Arc<App>, handler: Handler, params: Value, replier: Replier) {
     app.lifecycle.spawn(async move {
         let result = fut.await;
         replier.send(&result);
+        drop(permit);
     });
 }

@@ -60,6 +60,23 @@ impl ErrorKind {
     }
 }
 
+/// A handler's successful result, already serialized (no intermediate `Value` tree).
+pub type Reply = Box<serde_json::value::RawValue>;
+
+/// What every handler returns.
+pub type Outcome = Result<Reply, RpcError>;
+
+/// Serializes a result for the wire.
+pub fn reply<T: Serialize + ?Sized>(value: &T) -> Outcome {
+    serde_json::value::to_raw_value(value)
+        .map_err(|e| RpcError::internal(format!("could not encode the result: {e}")))
+}
+
+/// The `null` result of void methods.
+pub fn reply_null() -> Outcome {
+    reply(&())
+}
+
 /// An error on its way to the wire: `{code, message, kind, data: {kind, …}}`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RpcError {

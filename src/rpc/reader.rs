@@ -5,7 +5,17 @@ use std::io::{BufRead, ErrorKind};
 
 pub enum ReadEvent<'a> {
     Line(&'a [u8]),
-    TooLong { len: usize },
+    TooLong {
+        len: usize,
+    },
+    /// Everything read so far has been reported; the next read may block.
+    Drained,
+}
+
+/// Where a partial line stands between reads.
+enum Partial {
+    Collecting(Vec<u8>),
+    Discarding(usize),
 }
 
 /// Calls `on_event` for every non-blank line (without its `\n` / `\r\n`), then returns at EOF
@@ -15,8 +25,7 @@ pub fn read_lines<R: BufRead>(
     max_frame: usize,
     mut on_event: impl FnMut(ReadEvent<'_>),
 ) -> std::io::Result<()> {
-    let mut line: Vec<u8> = Vec::new();
-    let mut discarding: Option<usize> = None;
+    let mut partial = Partial::Collecting(Vec::new());
     loop {
         let buf = match input.fill_buf() {
             Ok(b) => b,
@@ -25,40 +34,55 @@ pub fn read_lines<R: BufRead>(
         };
         if buf.is_empty() {
             // EOF: a last line without a newline is still a frame.
-            match discarding {
-                Some(len) => on_event(ReadEvent::TooLong { len }),
-                None => emit(&line, &mut on_event),
+            match partial {
+                Partial::Discarding(len) => on_event(ReadEvent::TooLong { len }),
+                Partial::Collecting(line) => emit(&line, &mut on_event),
             }
+            on_event(ReadEvent::Drained);
             return Ok(());
         }
-        let (chunk, consumed, ends) = match memchr::memchr(b'\n', buf) {
-            Some(i) => (&buf[..i], i + 1, true),
-            None => (buf, buf.len(), false),
-        };
-        match discarding.as_mut() {
-            Some(len) => *len += chunk.len(),
-            None if line.len() + chunk.len() > max_frame => {
-                discarding = Some(line.len() + chunk.len());
-                line = Vec::new();
-            }
-            None => {
-                // The common case: a whole line in the buffer, no copy needed.
-                if ends && line.is_empty() {
-                    emit(chunk, &mut on_event);
-                    input.consume(consumed);
-                    continue;
+        let n = buf.len();
+        let mut start = 0;
+        while let Some(i) = memchr::memchr(b'\n', &buf[start..]) {
+            let chunk = &buf[start..start + i];
+            start += i + 1;
+            match &mut partial {
+                Partial::Discarding(len) => {
+                    on_event(ReadEvent::TooLong {
+                        len: *len + chunk.len(),
+                    });
+                    partial = Partial::Collecting(Vec::new());
                 }
-                line.extend_from_slice(chunk);
+                Partial::Collecting(line) if line.is_empty() => {
+                    // The common case: a whole line inside the buffer, no copy.
+                    if chunk.len() > max_frame {
+                        on_event(ReadEvent::TooLong { len: chunk.len() });
+                    } else {
+                        emit(chunk, &mut on_event);
+                    }
+                }
+                Partial::Collecting(line) => {
+                    let len = line.len() + chunk.len();
+                    if len > max_frame {
+                        on_event(ReadEvent::TooLong { len });
+                    } else {
+                        line.extend_from_slice(chunk);
+                        emit(line, &mut on_event);
+                    }
+                    partial = Partial::Collecting(Vec::new());
+                }
             }
         }
-        input.consume(consumed);
-        if ends {
-            match discarding.take() {
-                Some(len) => on_event(ReadEvent::TooLong { len }),
-                None => emit(&line, &mut on_event),
+        let rest = &buf[start..];
+        match &mut partial {
+            Partial::Discarding(len) => *len += rest.len(),
+            Partial::Collecting(line) if line.len() + rest.len() > max_frame => {
+                partial = Partial::Discarding(line.len() + rest.len());
             }
-            line.clear();
+            Partial::Collecting(line) => line.extend_from_slice(rest),
         }
+        input.consume(n);
+        on_event(ReadEvent::Drained);
     }
 }
 
@@ -80,6 +104,7 @@ mod tests {
         read_lines(r, max, |e| match e {
             ReadEvent::Line(l) => out.push(String::from_utf8_lossy(l).into_owned()),
             ReadEvent::TooLong { len } => out.push(format!("TOO_LONG {len}")),
+            ReadEvent::Drained => {}
         })
         .unwrap();
         out
@@ -88,8 +113,23 @@ mod tests {
     #[test]
     fn splits_skips_blank_and_limits() {
         for cap in [1, 2, 3, 7, 64] {
-            let got = run(b"ab\r\n\n  \ncd\n0123456789abc\nef", cap, 10);
-            assert_eq!(got, vec!["ab", "cd", "TOO_LONG 13", "ef"], "cap {cap}");
+            let got = run(
+                b"ab\r\n\n  \ncd\n0123456789abc\nef\n0123456789abcdef",
+                cap,
+                10,
+            );
+            assert_eq!(
+                got,
+                vec!["ab", "cd", "TOO_LONG 13", "ef", "TOO_LONG 16"],
+                "cap {cap}"
+            );
+        }
+    }
+
+    #[test]
+    fn exactly_the_limit_is_accepted() {
+        for cap in [1, 4, 64] {
+            assert_eq!(run(b"0123456789\n", cap, 10), vec!["0123456789"]);
         }
     }
 }

@@ -3,28 +3,76 @@
 //! the buffer is flushed whenever the queue drains.
 
 use std::io::Write;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
-use super::error::RpcError;
+use super::error::{Outcome, RpcError};
 
-enum Msg {
-    Frame(Vec<u8>),
-    /// Flush everything queued before this, then acknowledge.
-    Flush(oneshot::Sender<()>),
+/// Frames waiting for the writer. Senders append under the lock and wake the writer only
+/// when it sleeps; the writer takes the whole buffer at once, so a burst costs one
+/// `write` and one wake-up rather than one per frame (group commit).
+#[derive(Default)]
+struct Queue {
+    buf: Vec<u8>,
+    /// Flush requests satisfied once the bytes queued before them are written.
+    acks: Vec<oneshot::Sender<()>>,
+    sleeping: bool,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    broken: AtomicBool,
+}
+
+/// Batches above this size are not kept around after they are written.
+const KEEP_BUFFER_BYTES: usize = 4 << 20;
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn run<W: Write>(&self, mut sink: W) {
+        let mut batch = Vec::new();
+        let mut ok = true;
+        loop {
+            let acks = {
+                let mut q = self.lock();
+                while q.buf.is_empty() && q.acks.is_empty() {
+                    q.sleeping = true;
+                    q = self.wake.wait(q).unwrap_or_else(|e| e.into_inner());
+                }
+                std::mem::swap(&mut batch, &mut q.buf);
+                std::mem::take(&mut q.acks)
+            };
+            if ok && !batch.is_empty() {
+                ok = sink.write_all(&batch).and_then(|_| sink.flush()).is_ok();
+                if !ok && !self.broken.swap(true, Ordering::SeqCst) {
+                    tracing::warn!("stdout is closed; dropping further frames");
+                }
+            }
+            batch.clear();
+            if batch.capacity() > KEEP_BUFFER_BYTES {
+                batch = Vec::new();
+            }
+            for ack in acks {
+                let _ = ack.send(());
+            }
+        }
+    }
 }
 
 /// A cheap, cloneable handle for sending frames to the writer thread.
 #[derive(Clone)]
 pub struct Out {
-    tx: mpsc::UnboundedSender<Msg>,
-    broken: Arc<AtomicBool>,
+    shared: Arc<Shared>,
 }
 
 #[derive(Serialize)]
@@ -46,7 +94,7 @@ struct Request<'a> {
 struct Success<'a> {
     jsonrpc: &'static str,
     id: &'a RawValue,
-    result: &'a Value,
+    result: &'a RawValue,
 }
 
 #[derive(Serialize)]
@@ -59,7 +107,7 @@ struct Failure<'a> {
 const NULL_ID: &str = "null";
 
 /// Serializes a response frame (no newline). `id` `None` means `"id": null`.
-pub fn encode_response(id: Option<&RawValue>, result: &Result<Value, RpcError>) -> Vec<u8> {
+pub fn encode_response(id: Option<&RawValue>, result: &Outcome) -> Vec<u8> {
     let null: Box<RawValue> = RawValue::from_string(NULL_ID.to_string()).unwrap_or_default();
     let id = id.unwrap_or(&null);
     let bytes = match result {
@@ -123,53 +171,37 @@ pub fn escape_separators(bytes: Vec<u8>) -> Vec<u8> {
 impl Out {
     /// Starts the writer thread over `sink` (stdout in the real process).
     pub fn start<W: Write + Send + 'static>(sink: W) -> (Out, JoinHandle<()>) {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
-        let broken = Arc::new(AtomicBool::new(false));
-        let flag = broken.clone();
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            broken: AtomicBool::new(false),
+        });
+        let writer = shared.clone();
         let handle = std::thread::Builder::new()
             .name("stdout-writer".into())
-            .spawn(move || {
-                let mut w = std::io::BufWriter::with_capacity(64 * 1024, sink);
-                let mut ok = true;
-                while let Some(first) = rx.blocking_recv() {
-                    let mut next = Some(first);
-                    while let Some(msg) = next {
-                        match msg {
-                            Msg::Frame(bytes) => {
-                                if ok {
-                                    ok = w
-                                        .write_all(&bytes)
-                                        .and_then(|_| w.write_all(b"\n"))
-                                        .is_ok();
-                                }
-                            }
-                            Msg::Flush(ack) => {
-                                ok = ok && w.flush().is_ok();
-                                let _ = ack.send(());
-                            }
-                        }
-                        next = rx.try_recv().ok();
-                    }
-                    ok = ok && w.flush().is_ok();
-                    if !ok && !flag.swap(true, Ordering::SeqCst) {
-                        tracing::warn!("stdout is closed; dropping further frames");
-                    }
-                }
-                let _ = w.flush();
-            })
+            .spawn(move || writer.run(sink))
             .unwrap_or_else(|e| {
                 // Without a writer thread there is no protocol; nothing sensible is left to do.
                 eprintln!("outrigger: cannot start the stdout writer thread: {e}");
                 std::process::exit(70)
             });
-        (Out { tx, broken }, handle)
+        (Out { shared }, handle)
     }
 
+    /// Queues one frame (without its newline).
     pub fn send_bytes(&self, bytes: Vec<u8>) {
-        let _ = self.tx.send(Msg::Frame(bytes));
+        let wake = {
+            let mut q = self.shared.lock();
+            q.buf.extend_from_slice(&bytes);
+            q.buf.push(b'\n');
+            std::mem::take(&mut q.sleeping)
+        };
+        if wake {
+            self.shared.wake.notify_one();
+        }
     }
 
-    pub fn respond(&self, id: Option<&RawValue>, result: &Result<Value, RpcError>) {
+    pub fn respond(&self, id: Option<&RawValue>, result: &Outcome) {
         self.send_bytes(encode_response(id, result));
     }
 
@@ -199,14 +231,20 @@ impl Out {
     /// Waits until everything queued so far is written and flushed.
     pub async fn flush(&self) {
         let (ack, done) = oneshot::channel();
-        if self.tx.send(Msg::Flush(ack)).is_ok() {
-            let _ = done.await;
+        let wake = {
+            let mut q = self.shared.lock();
+            q.acks.push(ack);
+            std::mem::take(&mut q.sleeping)
+        };
+        if wake {
+            self.shared.wake.notify_one();
         }
+        let _ = done.await;
     }
 
     /// Whether stdout has failed (the host closed its end).
     pub fn is_broken(&self) -> bool {
-        self.broken.load(Ordering::SeqCst)
+        self.shared.broken.load(Ordering::SeqCst)
     }
 }
 

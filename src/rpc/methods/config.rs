@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 
 use crate::app::App;
 use crate::config::{Config, ConfigError};
@@ -10,7 +10,7 @@ use crate::protocol::{
     ConfigGetParams, ConfigGetResult, ConfigSetParams, ConfigValue, PROTOCOL_VERSION, VERSION,
 };
 use crate::rpc::dispatch::Call;
-use crate::rpc::error::{ErrorKind, RpcError};
+use crate::rpc::error::{ErrorKind, Outcome, RpcError, reply, reply_null};
 
 fn config_error(e: ConfigError) -> RpcError {
     match e {
@@ -19,7 +19,7 @@ fn config_error(e: ConfigError) -> RpcError {
     }
 }
 
-fn view(config: &Config, merged: bool) -> Result<Value, RpcError> {
+fn view(config: &Config, merged: bool) -> Outcome {
     let s = config.settings();
     let result = ConfigGetResult {
         log_level: s.log_level,
@@ -42,10 +42,10 @@ fn view(config: &Config, merged: bool) -> Result<Value, RpcError> {
                 .collect()
         }),
     };
-    serde_json::to_value(result).map_err(|e| RpcError::internal(e.to_string()))
+    reply(&result)
 }
 
-pub async fn get(app: Arc<App>, call: Call) -> Result<Value, RpcError> {
+pub async fn get(app: Arc<App>, call: Call) -> Outcome {
     let p: ConfigGetParams = call.params()?;
     let config = app.config();
     match &p.overrides {
@@ -54,7 +54,7 @@ pub async fn get(app: Arc<App>, call: Call) -> Result<Value, RpcError> {
     }
 }
 
-pub async fn set(app: Arc<App>, call: Call) -> Result<Value, RpcError> {
+pub async fn set(app: Arc<App>, call: Call) -> Outcome {
     let p: ConfigSetParams = call.params()?;
     let mut changes = Map::new();
     if let Some(level) = &p.log_level {
@@ -73,5 +73,5 @@ pub async fn set(app: Arc<App>, call: Call) -> Result<Value, RpcError> {
     app.replace_config(next);
     app.log.set_level(&level);
     tracing::info!("log level is now {level}");
-    Ok(Value::Null)
+    reply_null()
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::app::App;
 use crate::rpc::dispatch::Call;
-use crate::rpc::error::{ErrorKind, RpcError};
+use crate::rpc::error::{ErrorKind, Outcome, RpcError, reply};
 use crate::rpc::reverse::ReverseError;
 
 /// Ceiling for `debug.sleep` and `debug.reverse` waits: ten minutes.
@@ -21,7 +21,7 @@ struct SleepParams {
     ms: u64,
 }
 
-pub async fn sleep(app: Arc<App>, call: Call) -> Result<Value, RpcError> {
+pub async fn sleep(app: Arc<App>, call: Call) -> Outcome {
     let p: SleepParams = call.params()?;
     if p.ms > MAX_WAIT_MS {
         return Err(RpcError::invalid_params(format!(
@@ -30,7 +30,7 @@ pub async fn sleep(app: Arc<App>, call: Call) -> Result<Value, RpcError> {
     }
     let token = app.lifecycle.token();
     tokio::select! {
-        _ = tokio::time::sleep(Duration::from_millis(p.ms)) => Ok(json!({"sleptMs": p.ms})),
+        _ = tokio::time::sleep(Duration::from_millis(p.ms)) => reply(&json!({"sleptMs": p.ms})),
         _ = token.cancelled() => Err(RpcError::new(ErrorKind::Cancelled, "cancelled by shutdown")),
     }
 }
@@ -41,9 +41,9 @@ struct EchoParams {
     value: Value,
 }
 
-pub async fn echo(_app: Arc<App>, call: Call) -> Result<Value, RpcError> {
+pub async fn echo(_app: Arc<App>, call: Call) -> Outcome {
     let p: EchoParams = call.params()?;
-    Ok(p.value)
+    reply(&p.value)
 }
 
 #[derive(Deserialize)]
@@ -60,7 +60,7 @@ fn default_timeout() -> u64 {
     10_000
 }
 
-pub async fn reverse(app: Arc<App>, call: Call) -> Result<Value, RpcError> {
+pub async fn reverse(app: Arc<App>, call: Call) -> Outcome {
     let p: ReverseParams = call.params()?;
     if p.timeout_ms > MAX_WAIT_MS {
         return Err(RpcError::invalid_params(format!(
@@ -71,7 +71,7 @@ pub async fn reverse(app: Arc<App>, call: Call) -> Result<Value, RpcError> {
         .reverse
         .call(&p.method, p.params, Duration::from_millis(p.timeout_ms))
         .await;
-    Ok(match answer {
+    reply(&match answer {
         Ok(v) => json!({"result": v}),
         Err(ReverseError::Host {
             code,

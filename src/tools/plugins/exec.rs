@@ -1,0 +1,1209 @@
+//! Runs one plugin tool call: spawn the executable, feed the arguments on stdin, read one JSON
+//! envelope from stdout, and turn it into an [`ExecOutcome`].
+//!
+//! The child gets its own process group so a timeout, a cancellation or a shutdown can kill
+//! everything it started (a `cmd &` grandchild, a subshell), not just the direct child. The
+//! group is also killed after the child exits normally: stragglers would otherwise hold our
+//! stdout pipe open and keep the call from finishing.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::manifest::{PluginToolSpec, format_duration};
+use crate::lifecycle::Lifecycle;
+
+/// Bytes of each stream's start kept in a summary.
+const SUMMARY_HEAD: usize = 900;
+/// Bytes of each stream's end kept in a summary. Head + tail + marker stay under 2,000 chars.
+const SUMMARY_TAIL: usize = 900;
+/// How much of a stream's end is remembered past the capture limit (enough for the summary
+/// tail plus a UTF-8 boundary adjustment).
+const TAIL_KEEP: usize = 1024;
+/// Longest a plugin's error kind may be before it is cut.
+const MAX_KIND_LEN: usize = 64;
+/// After the group is killed, how long the readers may take to drain what the pipes still hold.
+/// Only a process that left the group (setsid) while keeping our pipe open can make this bite.
+const DRAIN_GRACE: Duration = Duration::from_secs(1);
+/// How long to wait for the kernel to let us reap a SIGKILLed child.
+const REAP_GRACE: Duration = Duration::from_secs(5);
+/// Spawn attempts when exec(2) says ETXTBSY: the file is briefly held open for writing (being
+/// replaced, or a concurrent fork inherited a writer's descriptor).
+const SPAWN_ATTEMPTS: u32 = 5;
+
+/// How one call ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExecOutcome {
+    /// Exit 0 and `{"ok": true, "result": ...}` on stdout.
+    Ok {
+        result: Value,
+        /// What the model should see instead of `result`, when the plugin provided one.
+        model_result: Option<Value>,
+        stdout_bytes: u64,
+        stderr_bytes: u64,
+        duration: Duration,
+    },
+    /// The plugin ran and failed: `ok: false`, invalid output, a non-zero exit or a signal.
+    Failed {
+        /// The plugin's own slug for `ok: false`; otherwise one of `nonzero_exit`, `signal`,
+        /// `invalid_output`, `output_too_large`, `exec_error`.
+        kind: String,
+        message: String,
+        /// `None` when the process died on a signal.
+        exit_code: Option<i32>,
+        stdout_summary: String,
+        stderr_summary: String,
+    },
+    /// The tool's timeout elapsed; the process group was killed. `after` is the timeout.
+    TimedOut {
+        after: Duration,
+        stdout_summary: String,
+        stderr_summary: String,
+    },
+    /// The cancellation token fired; the process group was killed.
+    Cancelled,
+    /// The executable could not be started (missing, not executable, bad cwd, ...).
+    SpawnFailed { message: String },
+}
+
+impl ExecOutcome {
+    pub fn is_ok(&self) -> bool {
+        matches!(self, ExecOutcome::Ok { .. })
+    }
+
+    /// The outcome as a `ToolResult` JSON object (see `protocol::ToolResult`).
+    ///
+    /// Failures set `needsFollowup` so the model gets a turn to react; a cancellation does not,
+    /// since nobody is waiting for the answer.
+    pub fn to_tool_result(&self, tool: &str) -> Value {
+        match self {
+            ExecOutcome::Ok {
+                result,
+                model_result,
+                ..
+            } => {
+                let mut data = Map::new();
+                data.insert("result".into(), result.clone());
+                if let Some(m) = model_result {
+                    data.insert("modelResult".into(), m.clone());
+                }
+                json!({"success": true, "data": data})
+            }
+            ExecOutcome::Failed {
+                kind,
+                message,
+                exit_code,
+                stdout_summary,
+                stderr_summary,
+            } => failure(
+                format!("{kind}: {message}"),
+                kind,
+                *exit_code,
+                stdout_summary,
+                stderr_summary,
+                None,
+            ),
+            ExecOutcome::TimedOut {
+                after,
+                stdout_summary,
+                stderr_summary,
+            } => failure(
+                format!(
+                    "timeout: plugin tool `{tool}` did not finish within its {} timeout; its process group was killed",
+                    format_duration(*after)
+                ),
+                "timeout",
+                None,
+                stdout_summary,
+                stderr_summary,
+                Some(("timeoutMs", json!(after.as_millis() as u64))),
+            ),
+            ExecOutcome::Cancelled => json!({
+                "success": false,
+                "error": format!("cancelled: plugin tool `{tool}` was cancelled; its process group was killed"),
+                "data": {"kind": "cancelled"},
+            }),
+            ExecOutcome::SpawnFailed { message } => failure(
+                format!("spawn_failed: {message}"),
+                "spawn_failed",
+                None,
+                "",
+                "",
+                None,
+            ),
+        }
+    }
+}
+
+fn failure(
+    error: String,
+    kind: &str,
+    exit_code: Option<i32>,
+    stdout: &str,
+    stderr: &str,
+    extra: Option<(&str, Value)>,
+) -> Value {
+    let mut data = Map::new();
+    data.insert("kind".into(), json!(kind));
+    data.insert("exitCode".into(), json!(exit_code));
+    data.insert("stdout".into(), json!(stdout));
+    data.insert("stderr".into(), json!(stderr));
+    if let Some((k, v)) = extra {
+        data.insert(k.into(), v);
+    }
+    json!({"success": false, "needsFollowup": true, "error": error, "data": data})
+}
+
+/// Runs `spec` once with `args` on stdin and `cwd` as working directory.
+///
+/// `max_capture` bounds the bytes kept from each of stdout and stderr; output beyond it is
+/// read and discarded (so the child never blocks on a full pipe), and a stdout that overflowed
+/// is reported as `output_too_large` since its envelope cannot be trusted. The child inherits
+/// the sidecar's environment plus `spec.env`.
+pub async fn run_tool(
+    spec: &PluginToolSpec,
+    args: &Value,
+    cwd: &Path,
+    cancel: &CancellationToken,
+    lifecycle: Option<&Lifecycle>,
+    max_capture: usize,
+) -> ExecOutcome {
+    if cancel.is_cancelled() {
+        return ExecOutcome::Cancelled;
+    }
+    let mut cmd = Command::new(&spec.exec);
+    cmd.args(&spec.args)
+        .envs(&spec.env)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+
+    let start = Instant::now();
+    let mut child = match spawn(&mut cmd).await {
+        Ok(c) => c,
+        Err(e) => {
+            return ExecOutcome::SpawnFailed {
+                message: format!(
+                    "cannot start {} (in {}): {e}",
+                    spec.exec.display(),
+                    cwd.display()
+                ),
+            };
+        }
+    };
+    // process_group(0) makes the child its own group leader, so its pid is the pgid.
+    let Some(pgid) = child.id().and_then(|p| i32::try_from(p).ok()) else {
+        return ExecOutcome::SpawnFailed {
+            message: format!(
+                "{} exited before its pid could be read",
+                spec.exec.display()
+            ),
+        };
+    };
+    if let Some(l) = lifecycle {
+        l.register_child_group(pgid);
+    }
+    // From here on every exit path, including this future being dropped, kills and unregisters.
+    let mut guard = GroupGuard {
+        pgid,
+        lifecycle,
+        armed: true,
+    };
+
+    let stdin_task = child.stdin.take().map(|mut stdin| {
+        let payload = args.to_string().into_bytes();
+        tokio::spawn(async move {
+            // A plugin may exit without reading its arguments; the broken pipe is not an error.
+            let _ = stdin.write_all(&payload).await;
+            let _ = stdin.shutdown().await;
+        })
+    });
+    let stop = CancellationToken::new();
+    let out_task = spawn_reader(child.stdout.take(), max_capture, stop.clone());
+    let err_task = spawn_reader(child.stderr.take(), max_capture, stop.clone());
+
+    let end = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => End::Cancelled,
+        st = child.wait() => End::Exited(st),
+        _ = tokio::time::sleep(spec.timeout) => End::TimedOut,
+    };
+    let duration = start.elapsed();
+
+    // Also after a normal exit: stragglers would hold our pipes open. Any straggler keeps the
+    // group id alive; with none left, the id could only be recycled in the microseconds since
+    // the reap, which pid allocation (sequential, wrapping at pid_max) makes practically moot.
+    kill_group(pgid);
+    let reaped = match &end {
+        End::Exited(_) => true,
+        _ => reap(&mut child).await,
+    };
+    if reaped {
+        // Done with the group; the guard must not signal a possibly recycled id later.
+        guard.armed = false;
+    }
+    if let Some(t) = stdin_task {
+        t.abort();
+    }
+    let deadline = tokio::time::Instant::now() + DRAIN_GRACE;
+    let out = finish_reader(out_task, &stop, deadline).await;
+    let err = finish_reader(err_task, &stop, deadline).await;
+    drop(guard);
+
+    match end {
+        End::Cancelled => ExecOutcome::Cancelled,
+        End::TimedOut => ExecOutcome::TimedOut {
+            after: spec.timeout,
+            stdout_summary: out.summary(),
+            stderr_summary: err.summary(),
+        },
+        End::Exited(Err(e)) => ExecOutcome::Failed {
+            kind: "exec_error".into(),
+            message: format!("waiting for the plugin failed: {e}"),
+            exit_code: None,
+            stdout_summary: out.summary(),
+            stderr_summary: err.summary(),
+        },
+        End::Exited(Ok(status)) => interpret(status, &out, &err, duration),
+    }
+}
+
+enum End {
+    Exited(std::io::Result<ExitStatus>),
+    TimedOut,
+    Cancelled,
+}
+
+async fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
+    let mut attempt = 1;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && attempt < SPAWN_ATTEMPTS => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Kills the group and unregisters it however `run_tool` ends (a dropped future included).
+struct GroupGuard<'a> {
+    pgid: i32,
+    lifecycle: Option<&'a Lifecycle>,
+    armed: bool,
+}
+
+impl Drop for GroupGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            kill_group(self.pgid);
+        }
+        if let Some(l) = self.lifecycle {
+            l.unregister_child_group(self.pgid);
+        }
+    }
+}
+
+fn kill_group(pgid: i32) {
+    // Never 0 or 1: killpg(0) is our own group and 1 is init.
+    if pgid > 1 {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pgid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+async fn reap(child: &mut Child) -> bool {
+    matches!(
+        tokio::time::timeout(REAP_GRACE, child.wait()).await,
+        Ok(Ok(_))
+    )
+}
+
+fn spawn_reader<R>(
+    pipe: Option<R>,
+    limit: usize,
+    stop: CancellationToken,
+) -> Option<JoinHandle<Capture>>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+{
+    pipe.map(|r| tokio::spawn(read_capped(r, limit, stop)))
+}
+
+async fn read_capped<R: AsyncRead + Unpin>(
+    mut r: R,
+    limit: usize,
+    stop: CancellationToken,
+) -> Capture {
+    let mut cap = Capture::new(limit);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        tokio::select! {
+            // Stop first, so a stream that never pauses cannot starve it.
+            biased;
+            _ = stop.cancelled() => break,
+            res = r.read(&mut buf) => match res {
+                Ok(0) | Err(_) => break,
+                Ok(n) => cap.push(&buf[..n]),
+            },
+        }
+    }
+    cap
+}
+
+async fn finish_reader(
+    task: Option<JoinHandle<Capture>>,
+    stop: &CancellationToken,
+    deadline: tokio::time::Instant,
+) -> Capture {
+    let Some(mut task) = task else {
+        return Capture::new(0);
+    };
+    match tokio::time::timeout_at(deadline, &mut task).await {
+        Ok(res) => res.unwrap_or_else(|_| Capture::new(0)),
+        Err(_) => {
+            stop.cancel();
+            task.await.unwrap_or_else(|_| Capture::new(0))
+        }
+    }
+}
+
+/// A stream's first `limit` bytes plus its last `TAIL_KEEP` bytes and total length: bounded
+/// memory however much the child writes.
+#[derive(Debug)]
+struct Capture {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    total: u64,
+    limit: usize,
+}
+
+impl Capture {
+    fn new(limit: usize) -> Capture {
+        Capture {
+            head: Vec::new(),
+            tail: Vec::new(),
+            total: 0,
+            limit,
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8]) {
+        self.total += chunk.len() as u64;
+        let take = self.limit.saturating_sub(self.head.len()).min(chunk.len());
+        self.head.extend_from_slice(&chunk[..take]);
+        let rest = &chunk[take..];
+        if !rest.is_empty() {
+            self.tail.extend_from_slice(rest);
+            // Trim in batches so the copy cost stays amortised.
+            if self.tail.len() > 2 * TAIL_KEEP {
+                let cut = self.tail.len() - TAIL_KEEP;
+                self.tail.drain(..cut);
+            }
+        }
+    }
+
+    /// Whether bytes past the capture limit were dropped.
+    fn overflowed(&self) -> bool {
+        self.total > self.head.len() as u64
+    }
+
+    /// At most ~2,000 chars: the whole stream when short, else its start and end around an
+    /// exact `[N bytes omitted]` marker.
+    fn summary(&self) -> String {
+        let gap = self.total - (self.head.len() + self.tail.len()) as u64;
+        if gap == 0 {
+            let mut all = self.head.clone();
+            all.extend_from_slice(&self.tail);
+            return summarize(&all);
+        }
+        let h = head_cut(&self.head, SUMMARY_HEAD);
+        let t = tail_cut(&self.tail, SUMMARY_TAIL);
+        let omitted = self.total - (h + t) as u64;
+        join_summary(&self.head[..h], omitted, &self.tail[self.tail.len() - t..])
+    }
+}
+
+fn summarize(all: &[u8]) -> String {
+    if all.len() <= SUMMARY_HEAD + SUMMARY_TAIL {
+        return String::from_utf8_lossy(all).into_owned();
+    }
+    let h = head_cut(all, SUMMARY_HEAD);
+    let t = tail_cut(all, SUMMARY_TAIL);
+    join_summary(&all[..h], (all.len() - h - t) as u64, &all[all.len() - t..])
+}
+
+fn join_summary(head: &[u8], omitted: u64, tail: &[u8]) -> String {
+    format!(
+        "{}\n[{omitted} bytes omitted]\n{}",
+        String::from_utf8_lossy(head),
+        String::from_utf8_lossy(tail)
+    )
+}
+
+fn is_continuation(b: u8) -> bool {
+    b & 0xC0 == 0x80
+}
+
+/// Length of the prefix to keep: at most `max`, backed off so a UTF-8 character is not split.
+fn head_cut(b: &[u8], max: usize) -> usize {
+    let mut n = max.min(b.len());
+    let floor = n.saturating_sub(3);
+    while n > floor && n < b.len() && is_continuation(b[n]) {
+        n -= 1;
+    }
+    n
+}
+
+/// Length of the suffix to keep: at most `max`, shortened so it starts on a character.
+fn tail_cut(b: &[u8], max: usize) -> usize {
+    let mut n = max.min(b.len());
+    let floor = n.saturating_sub(3);
+    while n > floor && is_continuation(b[b.len() - n]) {
+        n -= 1;
+    }
+    n
+}
+
+fn interpret(status: ExitStatus, out: &Capture, err: &Capture, duration: Duration) -> ExecOutcome {
+    let failed = |kind: String, message: String| ExecOutcome::Failed {
+        kind,
+        message,
+        exit_code: status.code(),
+        stdout_summary: out.summary(),
+        stderr_summary: err.summary(),
+    };
+    if let Some(sig) = status.signal() {
+        let name = nix::sys::signal::Signal::try_from(sig)
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_else(|_| format!("signal {sig}"));
+        return failed("signal".into(), format!("the plugin was killed by {name}"));
+    }
+    let code = status.code().unwrap_or(-1);
+    let envelope = if out.overflowed() {
+        Err((
+            "output_too_large",
+            format!(
+                "stdout was {} bytes, over the {}-byte capture limit; return less or write bulk data to a file",
+                out.total, out.limit
+            ),
+        ))
+    } else {
+        parse_envelope(&out.head)
+    };
+
+    match envelope {
+        // The plugin's own failure report is the most specific, whatever the exit code.
+        Ok(Envelope::Failure {
+            kind,
+            message,
+            stdout_summary,
+        }) => ExecOutcome::Failed {
+            kind,
+            message,
+            exit_code: status.code(),
+            stdout_summary,
+            stderr_summary: err.summary(),
+        },
+        _ if code != 0 => {
+            let mut message = format!("the plugin exited with status {code}");
+            if matches!(envelope, Ok(Envelope::Success { .. })) {
+                message
+                    .push_str(" despite reporting ok: true; a non-zero exit is always a failure");
+            }
+            failed("nonzero_exit".into(), message)
+        }
+        Err((kind, message)) => failed(kind.into(), message),
+        Ok(Envelope::Success {
+            result,
+            model_result,
+        }) => ExecOutcome::Ok {
+            result,
+            model_result,
+            stdout_bytes: out.total,
+            stderr_bytes: err.total,
+            duration,
+        },
+    }
+}
+
+enum Envelope {
+    Success {
+        result: Value,
+        model_result: Option<Value>,
+    },
+    Failure {
+        kind: String,
+        message: String,
+        /// Summary of the envelope with `error.details` removed, in place of raw stdout.
+        stdout_summary: String,
+    },
+}
+
+fn parse_envelope(stdout: &[u8]) -> Result<Envelope, (&'static str, String)> {
+    const CONTRACT: &str = "stdout must be one JSON object: {\"ok\": true, \"result\": ...} or {\"ok\": false, \"error\": {\"kind\": ..., \"message\": ...}}";
+    if stdout.iter().all(u8::is_ascii_whitespace) {
+        return Err((
+            "invalid_output",
+            format!("the plugin wrote nothing to stdout; {CONTRACT}"),
+        ));
+    }
+    let v: Value = serde_json::from_slice(stdout).map_err(|e| {
+        (
+            "invalid_output",
+            format!("stdout is not valid JSON ({e}); {CONTRACT}"),
+        )
+    })?;
+    let Value::Object(mut obj) = v else {
+        return Err((
+            "invalid_output",
+            format!("stdout is not a JSON object; {CONTRACT}"),
+        ));
+    };
+    match obj.get("ok") {
+        Some(Value::Bool(true)) => {
+            let Some(result) = obj.remove("result") else {
+                return Err((
+                    "invalid_output",
+                    format!("the envelope has \"ok\": true but no \"result\"; {CONTRACT}"),
+                ));
+            };
+            let model_result = obj.remove("model_result").filter(|m| !m.is_null());
+            Ok(Envelope::Success {
+                result,
+                model_result,
+            })
+        }
+        // Lenient about the error's shape: it is a failure either way, and `details` is
+        // deliberately dropped.
+        Some(Value::Bool(false)) => {
+            if let Some(Value::Object(e)) = obj.get_mut("error") {
+                e.remove("details");
+            }
+            let (kind, message) = match obj.get("error") {
+                Some(Value::Object(e)) => (
+                    e.get("kind").and_then(Value::as_str),
+                    e.get("message").and_then(Value::as_str),
+                ),
+                Some(Value::String(s)) => (None, Some(s.as_str())),
+                _ => (None, None),
+            };
+            let kind = kind
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map_or_else(|| "plugin_error".to_string(), |k| truncate(k, MAX_KIND_LEN));
+            let message = message.map_or_else(
+                || "the plugin reported a failure without a message".to_string(),
+                |m| summarize(m.as_bytes()),
+            );
+            let stdout_summary = summarize(Value::Object(obj.clone()).to_string().as_bytes());
+            Ok(Envelope::Failure {
+                kind,
+                message,
+                stdout_summary,
+            })
+        }
+        _ => Err((
+            "invalid_output",
+            format!("the JSON object has no boolean \"ok\"; {CONTRACT}"),
+        )),
+    }
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    s.chars().take(max_chars).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::PathBuf;
+
+    const CAP: usize = 1024 * 1024;
+
+    fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    fn spec(exec: PathBuf, timeout: Duration) -> PluginToolSpec {
+        PluginToolSpec {
+            name: "t".into(),
+            description: "d".into(),
+            parameters: json!({"type": "object"}),
+            exec,
+            args: vec![],
+            timeout,
+            mode: None,
+            exposure: None,
+            env: BTreeMap::new(),
+        }
+    }
+
+    async fn run_body(body: &str, args: Value) -> (ExecOutcome, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = spec(script(dir.path(), "tool", body), Duration::from_secs(20));
+        let out = run_tool(&s, &args, dir.path(), &CancellationToken::new(), None, CAP).await;
+        (out, dir)
+    }
+
+    /// Whether `pid` is gone: absent from /proc, or a zombie waiting for init to reap it.
+    fn dead(pid: i32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            // The state follows the parenthesised command name.
+            Ok(stat) => stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        }
+    }
+
+    async fn wait_dead(pid: i32) -> bool {
+        for _ in 0..100 {
+            if dead(pid) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    async fn read_pid(path: &Path) -> i32 {
+        for _ in 0..250 {
+            if let Ok(s) = std::fs::read_to_string(path)
+                && let Ok(pid) = s.trim().parse()
+            {
+                return pid;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no pid written to {}", path.display());
+    }
+
+    #[tokio::test]
+    async fn success() {
+        let (out, _d) = run_body(r#"echo '{"ok": true, "result": {"n": 1}}'"#, json!({})).await;
+        let ExecOutcome::Ok {
+            result,
+            model_result,
+            stdout_bytes,
+            stderr_bytes,
+            ..
+        } = &out
+        else {
+            panic!("{out:?}");
+        };
+        assert_eq!(result, &json!({"n": 1}));
+        assert_eq!(model_result, &None);
+        assert_eq!(*stdout_bytes, 33);
+        assert_eq!(*stderr_bytes, 0);
+        let tr = out.to_tool_result("t");
+        assert_eq!(tr, json!({"success": true, "data": {"result": {"n": 1}}}));
+        let typed: crate::protocol::ToolResult = serde_json::from_value(tr).unwrap();
+        assert!(typed.success);
+    }
+
+    #[tokio::test]
+    async fn model_result_is_passed_beside_result() {
+        let (out, _d) = run_body(
+            r#"echo '{"ok": true, "result": {"diff": "long"}, "model_result": "short"}' ; echo noise >&2"#,
+            json!({}),
+        )
+        .await;
+        assert!(
+            matches!(&out, ExecOutcome::Ok { model_result: Some(m), stderr_bytes: 6, .. } if m == "short"),
+            "{out:?}"
+        );
+        assert_eq!(
+            out.to_tool_result("t"),
+            json!({"success": true, "data": {"result": {"diff": "long"}, "modelResult": "short"}})
+        );
+    }
+
+    #[tokio::test]
+    async fn ok_false_reports_kind_and_message_without_details() {
+        let (out, _d) = run_body(
+            r#"echo '{"ok": false, "error": {"kind": "invalid_input", "message": "path not found", "details": "SECRET"}}'; echo warn >&2"#,
+            json!({}),
+        )
+        .await;
+        let ExecOutcome::Failed {
+            kind,
+            message,
+            exit_code,
+            stderr_summary,
+            ..
+        } = &out
+        else {
+            panic!("{out:?}");
+        };
+        assert_eq!(kind, "invalid_input");
+        assert_eq!(message, "path not found");
+        assert_eq!(*exit_code, Some(0));
+        assert_eq!(stderr_summary, "warn\n");
+        let tr = out.to_tool_result("t");
+        assert_eq!(tr["success"], json!(false));
+        assert_eq!(tr["needsFollowup"], json!(true));
+        assert_eq!(tr["error"], json!("invalid_input: path not found"));
+        assert_eq!(tr["data"]["kind"], json!("invalid_input"));
+        assert_eq!(tr["data"]["exitCode"], json!(0));
+        assert_eq!(tr["data"]["stderr"], json!("warn\n"));
+        // `details` is dropped everywhere, the stdout summary included.
+        assert!(!tr.to_string().contains("SECRET"), "{tr}");
+        assert!(
+            tr["data"]["stdout"]
+                .as_str()
+                .unwrap()
+                .contains("path not found")
+        );
+        serde_json::from_value::<crate::protocol::ToolResult>(tr).unwrap();
+    }
+
+    #[tokio::test]
+    async fn nonzero_exit_with_ok_true_is_a_failure() {
+        let (out, _d) = run_body(
+            r#"echo '{"ok": true, "result": 1}'; echo oops >&2; exit 3"#,
+            json!({}),
+        )
+        .await;
+        let ExecOutcome::Failed {
+            kind,
+            message,
+            exit_code,
+            stdout_summary,
+            stderr_summary,
+        } = &out
+        else {
+            panic!("{out:?}");
+        };
+        assert_eq!(kind, "nonzero_exit");
+        assert!(
+            message.contains("status 3") && message.contains("ok: true"),
+            "{message}"
+        );
+        assert_eq!(*exit_code, Some(3));
+        assert_eq!(stdout_summary, "{\"ok\": true, \"result\": 1}\n");
+        assert_eq!(stderr_summary, "oops\n");
+        assert_eq!(out.to_tool_result("t")["data"]["exitCode"], json!(3));
+
+        // An ok:false envelope keeps its own kind, with the exit code attached.
+        let (out, _d) = run_body(
+            r#"echo '{"ok": false, "error": {"kind": "busy", "message": "try later"}}'; exit 2"#,
+            json!({}),
+        )
+        .await;
+        assert!(
+            matches!(&out, ExecOutcome::Failed { kind, exit_code: Some(2), .. } if kind == "busy"),
+            "{out:?}"
+        );
+        // No envelope at all plus a non-zero exit: the exit is the cause.
+        let (out, _d) = run_body("echo 'Traceback...' >&2; exit 1", json!({})).await;
+        assert!(
+            matches!(&out, ExecOutcome::Failed { kind, exit_code: Some(1), stderr_summary, .. }
+                if kind == "nonzero_exit" && stderr_summary == "Traceback...\n"),
+            "{out:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn invalid_output_is_a_failure() {
+        for (body, needle) in [
+            ("echo 'not json'", "not valid JSON"),
+            ("echo '[1]'", "not a JSON object"),
+            ("echo '{\"result\": 1}'", "boolean \"ok\""),
+            ("echo '{\"ok\": true}'", "no \"result\""),
+            (
+                "echo '{\"ok\":true,\"result\":1}{\"ok\":true,\"result\":2}'",
+                "not valid JSON",
+            ),
+            ("true", "nothing to stdout"),
+        ] {
+            let (out, _d) = run_body(body, json!({})).await;
+            let ExecOutcome::Failed {
+                kind,
+                message,
+                exit_code,
+                ..
+            } = &out
+            else {
+                panic!("{body}: {out:?}");
+            };
+            assert_eq!(kind, "invalid_output", "{body}");
+            assert!(message.contains(needle), "{body}: {message}");
+            assert_eq!(*exit_code, Some(0));
+        }
+    }
+
+    #[tokio::test]
+    async fn stdout_capture_is_bounded() {
+        let limit = 64 * 1024;
+        let dir = tempfile::tempdir().unwrap();
+        let s = spec(
+            script(
+                dir.path(),
+                "big",
+                "head -c 5000000 /dev/zero | tr '\\000' a\necho '{\"ok\":true,\"result\":1}'",
+            ),
+            Duration::from_secs(20),
+        );
+        let started = Instant::now();
+        let out = run_tool(
+            &s,
+            &json!({}),
+            dir.path(),
+            &CancellationToken::new(),
+            None,
+            limit,
+        )
+        .await;
+        assert!(started.elapsed() < Duration::from_secs(15));
+        let ExecOutcome::Failed {
+            kind,
+            message,
+            stdout_summary,
+            ..
+        } = &out
+        else {
+            panic!("{out:?}");
+        };
+        assert_eq!(kind, "output_too_large");
+        assert!(
+            message.contains("5000023") && message.contains("65536"),
+            "{message}"
+        );
+        assert!(stdout_summary.chars().count() <= 2000);
+        // 900 head bytes and 900 tail bytes (ending in the envelope) are shown.
+        let omitted = 5_000_023 - 900 - 900;
+        assert!(
+            stdout_summary.contains(&format!("\n[{omitted} bytes omitted]\n")),
+            "{stdout_summary}"
+        );
+        assert!(stdout_summary.ends_with("{\"ok\":true,\"result\":1}\n"));
+
+        // Bulk stderr is drained and counted without failing the call.
+        let s = spec(
+            script(
+                dir.path(),
+                "noisy",
+                "head -c 5000000 /dev/zero >&2\necho '{\"ok\":true,\"result\":1}'",
+            ),
+            Duration::from_secs(20),
+        );
+        let out = run_tool(
+            &s,
+            &json!({}),
+            dir.path(),
+            &CancellationToken::new(),
+            None,
+            limit,
+        )
+        .await;
+        assert!(
+            matches!(
+                out,
+                ExecOutcome::Ok {
+                    stderr_bytes: 5_000_000,
+                    ..
+                }
+            ),
+            "{out:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = spec(
+            script(
+                dir.path(),
+                "hang",
+                "sh -c 'trap \"\" TERM; sleep 30' &\necho $! > grandchild.pid\necho started\nsleep 30",
+            ),
+            Duration::from_millis(700),
+        );
+        let (lifecycle, _rx) = Lifecycle::new();
+        let started = Instant::now();
+        let out = run_tool(
+            &s,
+            &json!({}),
+            dir.path(),
+            &CancellationToken::new(),
+            Some(&lifecycle),
+            CAP,
+        )
+        .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        let ExecOutcome::TimedOut {
+            after,
+            stdout_summary,
+            ..
+        } = &out
+        else {
+            panic!("{out:?}");
+        };
+        assert_eq!(*after, Duration::from_millis(700));
+        assert_eq!(stdout_summary, "started\n");
+        let pid = read_pid(&dir.path().join("grandchild.pid")).await;
+        assert!(
+            wait_dead(pid).await,
+            "grandchild {pid} survived the timeout"
+        );
+        let tr = out.to_tool_result("hang");
+        assert_eq!(tr["success"], json!(false));
+        assert_eq!(tr["data"]["kind"], json!("timeout"));
+        assert_eq!(tr["data"]["timeoutMs"], json!(700));
+        let err = tr["error"].as_str().unwrap();
+        assert!(
+            err.contains("700ms")
+                && err.contains("process group was killed")
+                && err.contains("hang"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn cancellation_kills_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = spec(
+            script(
+                dir.path(),
+                "hang",
+                "sleep 30 &\necho $! > grandchild.pid\nsleep 30",
+            ),
+            Duration::from_secs(30),
+        );
+        let token = CancellationToken::new();
+        let pidfile = dir.path().join("grandchild.pid");
+        let started = Instant::now();
+        let args = json!({});
+        let (out, pid) = tokio::join!(run_tool(&s, &args, dir.path(), &token, None, CAP), async {
+            let pid = read_pid(&pidfile).await;
+            token.cancel();
+            pid
+        });
+        assert_eq!(out, ExecOutcome::Cancelled);
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(
+            wait_dead(pid).await,
+            "grandchild {pid} survived the cancellation"
+        );
+        let tr = out.to_tool_result("hang");
+        assert_eq!(tr["data"]["kind"], json!("cancelled"));
+        assert!(tr.get("needsFollowup").is_none());
+
+        // Already cancelled: nothing is started.
+        let out = run_tool(&s, &json!({}), dir.path(), &token, None, CAP).await;
+        assert_eq!(out, ExecOutcome::Cancelled);
+    }
+
+    #[tokio::test]
+    async fn lifecycle_shutdown_kills_a_running_plugin() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = spec(
+            script(dir.path(), "hang", "echo $$ > self.pid\nsleep 30"),
+            Duration::from_secs(30),
+        );
+        let (lifecycle, _rx) = Lifecycle::new();
+        let pidfile = dir.path().join("self.pid");
+        let args = json!({});
+        let token = CancellationToken::new();
+        let (out, _) = tokio::join!(
+            run_tool(&s, &args, dir.path(), &token, Some(&lifecycle), CAP),
+            async {
+                read_pid(&pidfile).await;
+                lifecycle.kill_children();
+            }
+        );
+        assert!(
+            matches!(&out, ExecOutcome::Failed { kind, exit_code: None, message, .. }
+                if kind == "signal" && message.contains("SIGKILL")),
+            "{out:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn background_straggler_does_not_stall_the_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = spec(
+            script(
+                dir.path(),
+                "bg",
+                "sleep 30 &\necho $! > bg.pid\necho '{\"ok\":true,\"result\":\"done\"}'",
+            ),
+            Duration::from_secs(20),
+        );
+        let started = Instant::now();
+        let out = run_tool(
+            &s,
+            &json!({}),
+            dir.path(),
+            &CancellationToken::new(),
+            None,
+            CAP,
+        )
+        .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            matches!(&out, ExecOutcome::Ok { result, .. } if result == "done"),
+            "{out:?}"
+        );
+        let pid = read_pid(&dir.path().join("bg.pid")).await;
+        assert!(wait_dead(pid).await);
+    }
+
+    #[tokio::test]
+    async fn spawn_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = script(dir.path(), "gone", "exit 0");
+        std::fs::remove_file(&gone).unwrap();
+        let s = spec(gone.clone(), Duration::from_secs(5));
+        let out = run_tool(
+            &s,
+            &json!({}),
+            dir.path(),
+            &CancellationToken::new(),
+            None,
+            CAP,
+        )
+        .await;
+        let ExecOutcome::SpawnFailed { message } = &out else {
+            panic!("{out:?}");
+        };
+        assert!(message.contains(&gone.display().to_string()), "{message}");
+        let tr = out.to_tool_result("gone");
+        assert_eq!(tr["success"], json!(false));
+        assert_eq!(tr["needsFollowup"], json!(true));
+        assert_eq!(tr["data"]["kind"], json!("spawn_failed"));
+        assert!(tr["error"].as_str().unwrap().starts_with("spawn_failed: "));
+
+        let noexec = script(dir.path(), "noexec", "exit 0");
+        std::fs::set_permissions(&noexec, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let out = run_tool(
+            &spec(noexec, Duration::from_secs(5)),
+            &json!({}),
+            dir.path(),
+            &CancellationToken::new(),
+            None,
+            CAP,
+        )
+        .await;
+        assert!(matches!(out, ExecOutcome::SpawnFailed { .. }), "{out:?}");
+    }
+
+    #[tokio::test]
+    async fn args_reach_stdin_and_cwd_is_the_workspace() {
+        let args = json!({"city": "Oslo", "days": 3, "nested": {"q": "a \"quoted\" value"}});
+        let (out, dir) = run_body(
+            r#"args=$(cat); printf '{"ok": true, "result": {"args": %s, "cwd": "%s"}}' "$args" "$(pwd)""#,
+            args.clone(),
+        )
+        .await;
+        let ExecOutcome::Ok { result, .. } = &out else {
+            panic!("{out:?}");
+        };
+        assert_eq!(result["args"], args);
+        let cwd = std::fs::canonicalize(dir.path()).unwrap();
+        assert_eq!(
+            std::fs::canonicalize(result["cwd"].as_str().unwrap()).unwrap(),
+            cwd
+        );
+    }
+
+    #[tokio::test]
+    async fn env_and_args_are_passed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = spec(
+            script(
+                dir.path(),
+                "env",
+                r#"printf '{"ok": true, "result": ["%s", "%s", "%s"]}' "$FOO" "$1" "$2""#,
+            ),
+            Duration::from_secs(5),
+        );
+        s.env.insert("FOO".into(), "bar baz".into());
+        s.args = vec!["--json".into(), "x y".into()];
+        let out = run_tool(
+            &s,
+            &json!({}),
+            dir.path(),
+            &CancellationToken::new(),
+            None,
+            CAP,
+        )
+        .await;
+        assert!(
+            matches!(&out, ExecOutcome::Ok { result, .. } if result == &json!(["bar baz", "--json", "x y"])),
+            "{out:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn plugin_that_ignores_stdin_still_succeeds() {
+        // Arguments larger than a pipe buffer, never read: the writer must not wedge the call.
+        let big = "x".repeat(1024 * 1024);
+        let (out, _d) = run_body(r#"echo '{"ok": true, "result": 0}'"#, json!({"big": big})).await;
+        assert!(out.is_ok(), "{out:?}");
+    }
+
+    #[test]
+    fn summaries_are_bounded_and_exact() {
+        let short = Capture {
+            head: b"hello".to_vec(),
+            tail: vec![],
+            total: 5,
+            limit: 10,
+        };
+        assert_eq!(short.summary(), "hello");
+
+        let mut c = Capture::new(100);
+        let data: Vec<u8> = (0..10_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        for chunk in data.chunks(333) {
+            c.push(chunk);
+        }
+        assert_eq!(c.head.len(), 100);
+        assert!(c.tail.len() <= 2 * TAIL_KEEP);
+        let s = c.summary();
+        let expected_tail = String::from_utf8(data[data.len() - 900..].to_vec()).unwrap();
+        let expected = format!(
+            "{}\n[{} bytes omitted]\n{}",
+            String::from_utf8(data[..100].to_vec()).unwrap(),
+            10_000 - 100 - 900,
+            expected_tail
+        );
+        assert_eq!(s, expected);
+
+        // Multi-byte characters are never split at either cut.
+        let text = "é".repeat(3000);
+        let s = summarize(text.as_bytes());
+        assert!(!s.contains('\u{FFFD}'));
+        assert!(s.chars().count() <= 2000);
+        let (h, rest) = s.split_once("\n[").unwrap();
+        let (n, t) = rest.split_once(" bytes omitted]\n").unwrap();
+        assert_eq!(h.len() + t.len() + n.parse::<usize>().unwrap(), text.len());
+    }
+}

@@ -1,0 +1,994 @@
+//! Plugin manifests: `*.toml` files that declare executable tools.
+//!
+//! ```toml
+//! name = "weather"                  # optional; defaults to the file stem
+//! description = "Weather lookups"   # optional
+//!
+//! [[tools]]
+//! name = "get_forecast"             # required, [A-Za-z0-9_-]{1,64}, unique in the file
+//! description = "Forecast for a city"  # required, non-empty
+//! exec = "bin/forecast"             # required; relative paths resolve against this file's directory
+//! args = ["--json"]                 # optional
+//! timeout = "10s"                   # required; "500ms" | "10s" | "2m" or an integer of ms; 0 < t <= 10m
+//! mode = "read"                     # optional: read | safe_write | destructive | local | external
+//! exposure = "deferred"             # optional: direct | deferred | hidden (absent means direct)
+//! env = { UNITS = "metric" }        # optional; added to the inherited environment
+//! parameters = '''{"type":"object","properties":{"city":{"type":"string"}}}'''
+//! # ...or as a TOML table: parameters = { type = "object", properties = { city = { type = "string" } } }
+//! ```
+//!
+//! Everything is checked at load, so a broken plugin fails boot naming the file, the field and
+//! the fix instead of failing on the model's first call. Unknown keys are rejected: a typo such
+//! as `timout` must not silently drop a bound.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::PluginError;
+
+/// Largest manifest file accepted.
+pub const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
+/// Most tools one manifest may declare.
+pub const MAX_TOOLS_PER_MANIFEST: usize = 256;
+/// Longest per-call timeout a manifest may declare.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+/// Longest tool (and plugin) name: the common limit of provider function-name rules.
+pub const MAX_NAME_LEN: usize = 64;
+/// Accepted `mode` values (the harness's ToolMode vocabulary).
+pub const MODES: &[&str] = &["read", "safe_write", "destructive", "local", "external"];
+/// Accepted `exposure` values (the ToolExposure tiers).
+pub const EXPOSURES: &[&str] = &["direct", "deferred", "hidden"];
+
+/// One loaded manifest file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginManifest {
+    pub name: String,
+    pub description: Option<String>,
+    /// The manifest file (absolute).
+    pub path: PathBuf,
+    pub tools: Vec<PluginToolSpec>,
+}
+
+/// One tool a manifest declares, fully validated and resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginToolSpec {
+    pub name: String,
+    pub description: String,
+    /// A JSON Schema object whose top-level `type` is `"object"`.
+    pub parameters: Value,
+    /// Absolute path of the executable.
+    pub exec: PathBuf,
+    pub args: Vec<String>,
+    pub timeout: Duration,
+    /// One of [`MODES`]; `None` lets the router infer it from the name.
+    pub mode: Option<String>,
+    /// One of [`EXPOSURES`]; `None` means `direct`.
+    pub exposure: Option<String>,
+    /// Added to (and overriding) the sidecar's environment for each call.
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    name: Option<String>,
+    description: Option<String>,
+    tools: Option<Vec<RawTool>>,
+}
+
+// Required fields are `Option` so their absence gets our message (with the fix), not serde's.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTool {
+    name: Option<String>,
+    description: Option<String>,
+    exec: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    timeout: Option<toml::Value>,
+    mode: Option<String>,
+    exposure: Option<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    parameters: Option<toml::Value>,
+}
+
+/// Loads every `*.toml` manifest in `dir`, in file-name order.
+///
+/// Files whose name starts with `.` (editor droppings) or `_` (the way to disable a manifest
+/// without deleting it) are skipped, as are other extensions and subdirectories. The first bad
+/// manifest fails the whole load: an installed tool must not silently disappear.
+pub fn load_dir(dir: &Path) -> Result<Vec<PluginManifest>, PluginError> {
+    let meta = match std::fs::metadata(dir) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(PluginError::MissingDir {
+                dir: dir.to_path_buf(),
+            });
+        }
+        Err(e) => {
+            return Err(PluginError::Dir {
+                dir: dir.to_path_buf(),
+                msg: format!("cannot read it: {e}"),
+            });
+        }
+    };
+    if !meta.is_dir() {
+        return Err(PluginError::Dir {
+            dir: dir.to_path_buf(),
+            msg: "is not a directory; point the plugin directory setting at a directory of *.toml manifests".into(),
+        });
+    }
+    let entries = std::fs::read_dir(dir).map_err(|e| PluginError::Dir {
+        dir: dir.to_path_buf(),
+        msg: format!("cannot list it: {e}"),
+    })?;
+    let mut files: Vec<(OsString, PathBuf)> = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| PluginError::Dir {
+            dir: dir.to_path_buf(),
+            msg: format!("cannot list it: {e}"),
+        })?;
+        let file_name = entry.file_name();
+        let Some(name) = file_name.to_str() else {
+            continue;
+        };
+        if !name.ends_with(".toml") || name.starts_with('.') || name.starts_with('_') {
+            continue;
+        }
+        let path = entry.path();
+        // Follows symlinks, so a linked manifest counts and a directory named `x.toml` does not.
+        if std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            files.push((file_name, path));
+        }
+    }
+    files.sort();
+
+    let mut seen: HashMap<String, PathBuf> = HashMap::new();
+    let mut out = Vec::with_capacity(files.len());
+    for (_, path) in files {
+        let manifest = load_file(&path)?;
+        if let Some(first) = seen.get(&manifest.name) {
+            return Err(PluginError::DuplicatePlugin {
+                name: manifest.name,
+                path: manifest.path,
+                first: first.clone(),
+            });
+        }
+        seen.insert(manifest.name.clone(), manifest.path.clone());
+        out.push(manifest);
+    }
+    Ok(out)
+}
+
+/// Loads and validates one manifest file.
+pub fn load_file(path: &Path) -> Result<PluginManifest, PluginError> {
+    // Absolute first, so `path` and every resolved `exec` stay valid whatever the cwd later is.
+    let path = std::path::absolute(path).map_err(|e| PluginError::Read {
+        path: path.to_path_buf(),
+        msg: format!("cannot resolve the path: {e}"),
+    })?;
+    let text = read_bounded(&path)?;
+    let raw: RawManifest = toml::from_str(&text).map_err(|e| PluginError::Parse {
+        path: path.clone(),
+        msg: describe_toml_error(&text, &e),
+    })?;
+    validate(raw, path)
+}
+
+fn read_bounded(path: &Path) -> Result<String, PluginError> {
+    let read_err = |e: std::io::Error| PluginError::Read {
+        path: path.to_path_buf(),
+        msg: format!("cannot read it: {e}"),
+    };
+    let file = std::fs::File::open(path).map_err(read_err)?;
+    let mut bytes = Vec::new();
+    // `take` rather than trusting the size in metadata: the file may grow while we read.
+    file.take(MAX_MANIFEST_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(PluginError::Read {
+            path: path.to_path_buf(),
+            msg: format!(
+                "is larger than {MAX_MANIFEST_BYTES} bytes; split it into several manifests"
+            ),
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| PluginError::Read {
+        path: path.to_path_buf(),
+        msg: format!(
+            "is not valid UTF-8 (first bad byte at offset {}); save it as UTF-8",
+            e.utf8_error().valid_up_to()
+        ),
+    })
+}
+
+/// One line: `line N: <message>`, so the error names the offending key without the
+/// multi-line source excerpt toml's Display adds.
+fn describe_toml_error(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim_end();
+    match e.span() {
+        Some(span) => {
+            let start = span.start.min(text.len());
+            // Bytes, not str slicing: a span off a char boundary must not panic.
+            let before = &text.as_bytes()[..start];
+            let line_start = before
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |i| i + 1);
+            let line_no = before.iter().filter(|&&b| b == b'\n').count() + 1;
+            let source = text
+                .get(line_start..)
+                .and_then(|rest| rest.lines().next())
+                .unwrap_or("")
+                .trim();
+            // The source line names the key even when the message only names a type.
+            if source.is_empty() {
+                format!("line {line_no}: {msg}")
+            } else {
+                let source: String = source.chars().take(80).collect();
+                format!("line {line_no} (`{source}`): {msg}")
+            }
+        }
+        None => msg.to_string(),
+    }
+}
+
+fn validate(raw: RawManifest, path: PathBuf) -> Result<PluginManifest, PluginError> {
+    let invalid = |field: String, msg: String| PluginError::Invalid {
+        path: path.clone(),
+        field,
+        msg,
+    };
+
+    let name = match raw.name {
+        Some(n) => {
+            if !valid_name(&n) {
+                return Err(invalid(
+                    "name".into(),
+                    format!(
+                        "`{n}` is not a valid plugin name; use 1-{MAX_NAME_LEN} characters from A-Z a-z 0-9 _ -"
+                    ),
+                ));
+            }
+            n
+        }
+        None => {
+            let stem = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if !valid_name(&stem) {
+                return Err(invalid(
+                    "name".into(),
+                    format!(
+                        "the file name `{stem}` is not a valid plugin name; rename the file or set name = \"...\" (1-{MAX_NAME_LEN} characters from A-Z a-z 0-9 _ -)"
+                    ),
+                ));
+            }
+            stem
+        }
+    };
+
+    let raw_tools = raw.tools.unwrap_or_default();
+    if raw_tools.is_empty() {
+        return Err(invalid(
+            "tools".into(),
+            "no tools declared; add at least one [[tools]] table".into(),
+        ));
+    }
+    if raw_tools.len() > MAX_TOOLS_PER_MANIFEST {
+        return Err(invalid(
+            "tools".into(),
+            format!(
+                "declares {} tools, more than the {MAX_TOOLS_PER_MANIFEST} allowed per manifest; split it into several manifests",
+                raw_tools.len()
+            ),
+        ));
+    }
+
+    let base = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let mut names = HashSet::new();
+    let mut tools = Vec::with_capacity(raw_tools.len());
+    for (i, t) in raw_tools.into_iter().enumerate() {
+        let spec = validate_tool(t, &base)
+            .map_err(|(key, msg)| invalid(format!("tools[{i}].{key}"), msg))?;
+        if !names.insert(spec.name.clone()) {
+            return Err(invalid(
+                format!("tools[{i}].name"),
+                format!(
+                    "tool `{}` is declared twice in this manifest; rename or remove one",
+                    spec.name
+                ),
+            ));
+        }
+        tools.push(spec);
+    }
+
+    Ok(PluginManifest {
+        name,
+        description: raw.description,
+        path,
+        tools,
+    })
+}
+
+/// Validates one `[[tools]]` table; errors are `(key, message)` for the caller to place.
+fn validate_tool(t: RawTool, base: &Path) -> Result<PluginToolSpec, (&'static str, String)> {
+    let name = t
+        .name
+        .ok_or(("name", "is required; add name = \"my_tool\"".to_string()))?;
+    if !valid_name(&name) {
+        return Err((
+            "name",
+            format!(
+                "`{name}` is not a valid tool name; use 1-{MAX_NAME_LEN} characters from A-Z a-z 0-9 _ - (provider APIs reject others)"
+            ),
+        ));
+    }
+    let description = t.description.filter(|d| !d.trim().is_empty()).ok_or((
+        "description",
+        "is required and must not be empty; the model picks tools by it".to_string(),
+    ))?;
+    let timeout = match t.timeout {
+        Some(v) => parse_timeout(&v).map_err(|m| ("timeout", m))?,
+        None => {
+            return Err((
+                "timeout",
+                "is required; add e.g. timeout = \"10s\"".to_string(),
+            ));
+        }
+    };
+    let parameters = match t.parameters {
+        Some(v) => parse_parameters(&v).map_err(|m| ("parameters", m))?,
+        None => json!({"type": "object"}),
+    };
+    if let Some(m) = &t.mode
+        && !MODES.contains(&m.as_str())
+    {
+        return Err((
+            "mode",
+            format!("`{m}` is not a mode; use one of {}", MODES.join(", ")),
+        ));
+    }
+    if let Some(x) = &t.exposure
+        && !EXPOSURES.contains(&x.as_str())
+    {
+        return Err((
+            "exposure",
+            format!(
+                "`{x}` is not an exposure; use one of {}",
+                EXPOSURES.join(", ")
+            ),
+        ));
+    }
+    // NUL bytes cannot cross exec(2); catching them here beats a spawn failure per call.
+    if t.args.iter().any(|a| a.contains('\0')) {
+        return Err(("args", "an argument contains a NUL byte; remove it".into()));
+    }
+    for (k, v) in &t.env {
+        if k.is_empty() || k.contains('=') || k.contains('\0') {
+            return Err((
+                "env",
+                format!(
+                    "`{k}` is not a valid variable name; it must be non-empty, without `=` or NUL"
+                ),
+            ));
+        }
+        if v.contains('\0') {
+            return Err((
+                "env",
+                format!("the value of `{k}` contains a NUL byte; remove it"),
+            ));
+        }
+    }
+    let exec_raw = t.exec.filter(|e| !e.is_empty()).ok_or((
+        "exec",
+        "is required; add exec = \"path/to/executable\"".to_string(),
+    ))?;
+    let exec = resolve_exec(&exec_raw, base).map_err(|m| ("exec", m))?;
+
+    Ok(PluginToolSpec {
+        name,
+        description,
+        parameters,
+        exec,
+        args: t.args,
+        timeout,
+        mode: t.mode,
+        exposure: t.exposure,
+        env: t.env,
+    })
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_NAME_LEN
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Relative paths (bare names included) resolve against the manifest's directory, never
+/// `$PATH`, so what runs does not depend on the sidecar's environment.
+fn resolve_exec(raw: &str, base: &Path) -> Result<PathBuf, String> {
+    let p = Path::new(raw);
+    let exec = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    };
+    let hint = if p.is_absolute() {
+        String::new()
+    } else {
+        format!(
+            " (relative paths resolve against the manifest's directory {})",
+            base.display()
+        )
+    };
+    match std::fs::metadata(&exec) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "{} does not exist{hint}; fix the path or install the executable",
+            exec.display()
+        )),
+        Err(e) => Err(format!("cannot inspect {}: {e}{hint}", exec.display())),
+        Ok(m) if !m.is_file() => Err(format!(
+            "{} is not a file; point exec at an executable file",
+            exec.display()
+        )),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => Err(format!(
+            "{} is not executable; run chmod +x on it",
+            exec.display()
+        )),
+        Ok(_) => Ok(exec),
+    }
+}
+
+fn parse_timeout(v: &toml::Value) -> Result<Duration, String> {
+    const FIX: &str =
+        "write e.g. timeout = \"500ms\", \"10s\", \"2m\" or an integer number of milliseconds";
+    let d = match v {
+        toml::Value::Integer(ms) => {
+            if *ms <= 0 {
+                return Err(format!("must be greater than zero; {FIX}"));
+            }
+            Duration::from_millis(ms.unsigned_abs())
+        }
+        toml::Value::String(s) => {
+            parse_duration(s).ok_or_else(|| format!("`{s}` is not a duration; {FIX}"))?
+        }
+        other => {
+            return Err(format!(
+                "must be a string or an integer, not a {}; {FIX}",
+                other.type_str()
+            ));
+        }
+    };
+    if d.is_zero() {
+        return Err(format!("must be greater than zero; {FIX}"));
+    }
+    if d > MAX_TIMEOUT {
+        return Err(format!(
+            "{} is over the ceiling of {}; lower it",
+            format_duration(d),
+            format_duration(MAX_TIMEOUT)
+        ));
+    }
+    Ok(d)
+}
+
+/// Parses `<digits><unit>` with unit `ms`, `s` or `m`.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let split = s.find(|c: char| !c.is_ascii_digit())?;
+    let (digits, unit) = s.split_at(split);
+    if digits.is_empty() {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    match unit {
+        "ms" => Some(Duration::from_millis(n)),
+        "s" => Some(Duration::from_secs(n)),
+        "m" => Some(Duration::from_secs(n.checked_mul(60)?)),
+        _ => None,
+    }
+}
+
+/// The inverse of [`parse_duration`] for whole units: `2m`, `10s`, `1500ms`.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms != 0 && ms.is_multiple_of(60_000) {
+        format!("{}m", ms / 60_000)
+    } else if ms != 0 && ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+fn parse_parameters(v: &toml::Value) -> Result<Value, String> {
+    let mut schema = match v {
+        toml::Value::String(s) => serde_json::from_str::<Value>(s).map_err(|e| {
+            format!("is not valid JSON ({e}); write a JSON object string or a TOML table")
+        })?,
+        toml::Value::Table(_) => toml_to_json(v)?,
+        other => {
+            return Err(format!(
+                "must be a JSON Schema object (as a JSON string or a TOML table), not a TOML {}",
+                other.type_str()
+            ));
+        }
+    };
+    let Some(obj) = schema.as_object_mut() else {
+        return Err(format!(
+            "must be a JSON object (a JSON Schema), not {}; e.g. {{\"type\":\"object\",\"properties\":{{...}}}}",
+            json_type(&schema)
+        ));
+    };
+    match obj.get("type") {
+        // Arguments always arrive as one JSON object, and providers require that top level.
+        None => {
+            obj.insert("type".into(), Value::String("object".into()));
+        }
+        Some(Value::String(t)) if t == "object" => {}
+        Some(other) => {
+            return Err(format!(
+                "top-level \"type\" is {other}; it must be \"object\" because arguments arrive as one JSON object"
+            ));
+        }
+    }
+    if let Err(e) = jsonschema::validator_for(&schema) {
+        let at = e.instance_path().to_string();
+        let at = if at.is_empty() { "/".to_string() } else { at };
+        return Err(format!("is not a valid JSON Schema (at {at}): {e}"));
+    }
+    Ok(schema)
+}
+
+fn toml_to_json(v: &toml::Value) -> Result<Value, String> {
+    Ok(match v {
+        toml::Value::String(s) => Value::String(s.clone()),
+        toml::Value::Integer(i) => Value::from(*i),
+        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(Value::Number)
+            .ok_or_else(|| format!("contains {f}, which JSON cannot represent"))?,
+        toml::Value::Boolean(b) => Value::Bool(*b),
+        toml::Value::Datetime(d) => {
+            return Err(format!(
+                "contains the TOML datetime {d}, which JSON has no type for; quote it"
+            ));
+        }
+        toml::Value::Array(a) => {
+            Value::Array(a.iter().map(toml_to_json).collect::<Result<_, _>>()?)
+        }
+        toml::Value::Table(t) => {
+            let mut m = Map::new();
+            for (k, v) in t {
+                m.insert(k.clone(), toml_to_json(v)?);
+            }
+            Value::Object(m)
+        }
+    })
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn exe(dir: &Path, rel: &str) -> PathBuf {
+        let p = dir.join(rel);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent).unwrap();
+        }
+        fs::write(&p, "#!/bin/sh\necho '{\"ok\":true,\"result\":null}'\n").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    fn write(dir: &Path, file: &str, body: &str) -> PathBuf {
+        let p = dir.join(file);
+        fs::write(&p, body).unwrap();
+        p
+    }
+
+    const TOOL: &str =
+        "[[tools]]\nname = \"t\"\ndescription = \"d\"\nexec = \"bin/t\"\ntimeout = \"10s\"\n";
+
+    /// Loads `body` (written as `plugin.toml` next to an executable `bin/t`) and returns the
+    /// error text, asserting it names the file and `field`.
+    fn err_for(body: &str, field: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        exe(dir.path(), "bin/t");
+        let path = write(dir.path(), "plugin.toml", body);
+        let err = load_file(&path).unwrap_err().to_string();
+        assert!(
+            err.contains(&path.display().to_string()),
+            "error does not name the file: {err}"
+        );
+        assert!(err.contains(field), "error does not name `{field}`: {err}");
+        err
+    }
+
+    #[test]
+    fn loads_a_full_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        let forecast = exe(dir.path(), "bin/forecast");
+        let path = write(
+            dir.path(),
+            "weather.toml",
+            r#"
+description = "Weather lookups"
+
+[[tools]]
+name = "get_forecast"
+description = "Forecast for a city"
+exec = "bin/forecast"
+args = ["--json"]
+timeout = "10s"
+mode = "read"
+exposure = "deferred"
+env = { FOO = "bar" }
+parameters = '''{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}'''
+
+[[tools]]
+name = "alerts_v2-x"
+description = "Alerts"
+exec = "bin/forecast"
+timeout = 1500
+"#,
+        );
+        let m = load_file(&path).unwrap();
+        assert_eq!(m.name, "weather");
+        assert_eq!(m.description.as_deref(), Some("Weather lookups"));
+        assert_eq!(m.path, path);
+        assert_eq!(m.tools.len(), 2);
+        let t = &m.tools[0];
+        assert_eq!(t.name, "get_forecast");
+        assert_eq!(t.exec, forecast);
+        assert!(t.exec.is_absolute());
+        assert_eq!(t.args, vec!["--json".to_string()]);
+        assert_eq!(t.timeout, Duration::from_secs(10));
+        assert_eq!(t.mode.as_deref(), Some("read"));
+        assert_eq!(t.exposure.as_deref(), Some("deferred"));
+        assert_eq!(t.env.get("FOO").map(String::as_str), Some("bar"));
+        assert_eq!(t.parameters["required"], json!(["city"]));
+        let u = &m.tools[1];
+        assert_eq!(u.timeout, Duration::from_millis(1500));
+        assert_eq!(u.parameters, json!({"type": "object"}));
+        assert_eq!(u.mode, None);
+        assert_eq!(u.exposure, None);
+        assert!(u.args.is_empty() && u.env.is_empty());
+    }
+
+    #[test]
+    fn explicit_name_and_absolute_exec() {
+        let dir = tempfile::tempdir().unwrap();
+        let abs = exe(dir.path(), "elsewhere/run");
+        let sub = dir.path().join("manifests");
+        fs::create_dir(&sub).unwrap();
+        let path = write(
+            &sub,
+            "x.toml",
+            &format!(
+                "name = \"renamed\"\n[[tools]]\nname = \"t\"\ndescription = \"d\"\nexec = \"{}\"\ntimeout = \"2m\"\n",
+                abs.display()
+            ),
+        );
+        let m = load_file(&path).unwrap();
+        assert_eq!(m.name, "renamed");
+        assert_eq!(m.tools[0].exec, abs);
+        assert_eq!(m.tools[0].timeout, Duration::from_secs(120));
+    }
+
+    #[test]
+    fn relative_exec_resolves_against_the_manifest_dir_not_cwd() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("plugins");
+        let target = exe(&sub, "tools/run.sh");
+        write(
+            &sub,
+            "p.toml",
+            "[[tools]]\nname = \"t\"\ndescription = \"d\"\nexec = \"tools/run.sh\"\ntimeout = \"500ms\"\n",
+        );
+        let m = load_dir(&sub).unwrap();
+        assert_eq!(m[0].tools[0].exec, target);
+        // A bare name is a file next to the manifest, not a $PATH lookup.
+        write(
+            &sub,
+            "q.toml",
+            "[[tools]]\nname = \"t\"\ndescription = \"d\"\nexec = \"sh\"\ntimeout = \"1s\"\n",
+        );
+        let err = load_dir(&sub).unwrap_err().to_string();
+        assert!(
+            err.contains("q.toml") && err.contains("tools[0].exec"),
+            "{err}"
+        );
+        assert!(err.contains(&sub.join("sh").display().to_string()), "{err}");
+    }
+
+    #[test]
+    fn parameters_as_a_toml_table() {
+        let dir = tempfile::tempdir().unwrap();
+        exe(dir.path(), "bin/t");
+        let path = write(
+            dir.path(),
+            "p.toml",
+            &format!(
+                "{TOOL}parameters = {{ type = \"object\", properties = {{ city = {{ type = \"string\" }}, days = {{ type = \"integer\", maximum = 14 }} }}, required = [\"city\"] }}\n"
+            ),
+        );
+        let m = load_file(&path).unwrap();
+        assert_eq!(
+            m.tools[0].parameters,
+            json!({
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "days": {"type": "integer", "maximum": 14}},
+                "required": ["city"]
+            })
+        );
+        // The sub-table form works too, and a missing top-level type is filled in.
+        let path = write(
+            dir.path(),
+            "q.toml",
+            &format!("{TOOL}[tools.parameters.properties.city]\ntype = \"string\"\n"),
+        );
+        let m = load_file(&path).unwrap();
+        assert_eq!(
+            m.tools[0].parameters,
+            json!({"type": "object", "properties": {"city": {"type": "string"}}})
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let err = err_for(&format!("colour = \"red\"\n{TOOL}"), "colour");
+        assert!(err.contains("line 1"), "{err}");
+        let err = err_for(&format!("{TOOL}timout = \"5s\"\n"), "timout");
+        assert!(err.contains("line 6"), "{err}");
+    }
+
+    #[test]
+    fn tool_list_errors() {
+        let err = err_for("name = \"p\"\n", "tools");
+        assert!(err.contains("[[tools]]"), "{err}");
+        let many: String = (0..=MAX_TOOLS_PER_MANIFEST)
+            .map(|i| TOOL.replace("\"t\"", &format!("\"t{i}\"")))
+            .collect();
+        let err = err_for(&many, "tools");
+        assert!(err.contains("257") && err.contains("256"), "{err}");
+        let err = err_for(&format!("{TOOL}{TOOL}"), "tools[1].name");
+        assert!(err.contains("declared twice"), "{err}");
+    }
+
+    #[test]
+    fn name_errors() {
+        for bad in ["", "has space", "dotted.name", "ünï", &"x".repeat(65)] {
+            let body = TOOL.replace("name = \"t\"", &format!("name = \"{bad}\""));
+            err_for(&body, "tools[0].name");
+        }
+        let ok = TOOL.replace("name = \"t\"", &format!("name = \"{}\"", "x".repeat(64)));
+        let dir = tempfile::tempdir().unwrap();
+        exe(dir.path(), "bin/t");
+        load_file(&write(dir.path(), "p.toml", &ok)).unwrap();
+        err_for(&TOOL.replace("name = \"t\"\n", ""), "tools[0].name");
+        err_for(&format!("name = \"a b\"\n{TOOL}"), "name");
+        // A file stem that is not a valid name needs an explicit `name`.
+        let dir = tempfile::tempdir().unwrap();
+        exe(dir.path(), "bin/t");
+        let path = write(dir.path(), "my plugin.toml", TOOL);
+        let err = load_file(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("name:") && err.contains("rename the file"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn description_is_required() {
+        err_for(
+            &TOOL.replace("description = \"d\"\n", ""),
+            "tools[0].description",
+        );
+        err_for(
+            &TOOL.replace("description = \"d\"", "description = \"  \""),
+            "tools[0].description",
+        );
+    }
+
+    #[test]
+    fn timeout_errors() {
+        for bad in [
+            "\"0s\"", "0", "-5", "\"10\"", "\"10h\"", "\"1.5s\"", "\"s\"", "1.5", "\"601s\"",
+            "\"11m\"", "600001",
+        ] {
+            let body = TOOL.replace("timeout = \"10s\"", &format!("timeout = {bad}"));
+            let err = err_for(&body, "tools[0].timeout");
+            assert!(err.contains("10s") || err.contains("10m"), "{bad}: {err}");
+        }
+        err_for(&TOOL.replace("timeout = \"10s\"\n", ""), "tools[0].timeout");
+        // The ceiling itself is allowed.
+        let dir = tempfile::tempdir().unwrap();
+        exe(dir.path(), "bin/t");
+        let body = TOOL.replace("\"10s\"", "\"10m\"");
+        let m = load_file(&write(dir.path(), "p.toml", &body)).unwrap();
+        assert_eq!(m.tools[0].timeout, MAX_TIMEOUT);
+    }
+
+    #[test]
+    fn parameters_errors() {
+        for bad in [
+            "'''[1,2]'''",
+            "'''{not json'''",
+            "'''{\"type\":\"array\"}'''",
+            "'''{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"strang\"}}}'''",
+            "[1, 2]",
+            "42",
+            "{ when = 2024-01-01 }",
+        ] {
+            err_for(
+                &format!("{TOOL}parameters = {bad}\n"),
+                "tools[0].parameters",
+            );
+        }
+    }
+
+    #[test]
+    fn unresolvable_schemas_are_rejected_without_panicking() {
+        let dir = tempfile::tempdir().unwrap();
+        exe(dir.path(), "bin/t");
+        for schema in [
+            r#"{"$schema":"http://example.com/custom-meta","type":"object"}"#,
+            r#"{"type":"object","properties":{"a":{"$ref":"http://example.com/a.json"}}}"#,
+            r##"{"type":"object","properties":{"a":{"$ref":"#/nowhere"}}}"##,
+        ] {
+            let path = write(
+                dir.path(),
+                "p.toml",
+                &format!("{TOOL}parameters = '''{schema}'''\n"),
+            );
+            // Unresolvable references fail at load, not on the first call.
+            let err = load_file(&path).unwrap_err().to_string();
+            assert!(err.contains("tools[0].parameters"), "{err}");
+        }
+    }
+
+    #[test]
+    fn mode_and_exposure_vocabularies() {
+        let err = err_for(&format!("{TOOL}mode = \"writey\"\n"), "tools[0].mode");
+        assert!(err.contains("safe_write"), "{err}");
+        let err = err_for(
+            &format!("{TOOL}exposure = \"secret\"\n"),
+            "tools[0].exposure",
+        );
+        assert!(err.contains("deferred"), "{err}");
+    }
+
+    #[test]
+    fn exec_errors() {
+        err_for(&TOOL.replace("exec = \"bin/t\"\n", ""), "tools[0].exec");
+        let err = err_for(&TOOL.replace("bin/t", "bin/missing"), "tools[0].exec");
+        assert!(
+            err.contains("does not exist") && err.contains("manifest's directory"),
+            "{err}"
+        );
+        let err = err_for(&TOOL.replace("bin/t", "bin"), "tools[0].exec");
+        assert!(err.contains("not a file"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let p = exe(dir.path(), "bin/t");
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+        let path = write(dir.path(), "p.toml", TOOL);
+        let err = load_file(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("tools[0].exec") && err.contains("chmod +x"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn env_and_args_errors() {
+        err_for(
+            &format!("{TOOL}env = {{ \"A=B\" = \"x\" }}\n"),
+            "tools[0].env",
+        );
+        err_for(
+            &format!("{TOOL}env = {{ A = \"x\\u0000\" }}\n"),
+            "tools[0].env",
+        );
+        err_for(&format!("{TOOL}args = [\"a\\u0000\"]\n"), "tools[0].args");
+        err_for(
+            &format!("{TOOL}env = {{ A = 1 }}\n"),
+            "line 6 (`env = { A = 1 }`)",
+        );
+    }
+
+    #[test]
+    fn file_level_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = write(
+            dir.path(),
+            "big.toml",
+            &format!("{TOOL}# {}\n", "x".repeat(MAX_MANIFEST_BYTES as usize)),
+        );
+        let err = load_file(&big).unwrap_err().to_string();
+        assert!(
+            err.contains("big.toml") && err.contains("larger than"),
+            "{err}"
+        );
+        let bad = write(dir.path(), "syntax.toml", "[[tools]\n");
+        let err = load_file(&bad).unwrap_err().to_string();
+        assert!(
+            err.contains("syntax.toml") && err.contains("line 1"),
+            "{err}"
+        );
+        let missing = dir.path().join("nope.toml");
+        let err = load_file(&missing).unwrap_err().to_string();
+        assert!(err.contains("nope.toml"), "{err}");
+    }
+
+    #[test]
+    fn load_dir_order_filters_and_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        exe(dir.path(), "bin/t");
+        write(dir.path(), "b.toml", TOOL);
+        write(dir.path(), "a.toml", TOOL);
+        write(dir.path(), "_disabled.toml", "garbage");
+        write(dir.path(), ".swap.toml", "garbage");
+        write(dir.path(), "notes.txt", "garbage");
+        fs::create_dir(dir.path().join("sub.toml")).unwrap();
+        let names: Vec<_> = load_dir(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|m| m.name)
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+
+        write(dir.path(), "c.toml", &format!("name = \"a\"\n{TOOL}"));
+        let err = load_dir(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("c.toml") && err.contains("a.toml"), "{err}");
+
+        let missing = dir.path().join("absent");
+        let err = load_dir(&missing).unwrap_err().to_string();
+        assert!(
+            err.contains(&missing.display().to_string()) && err.contains("does not exist"),
+            "{err}"
+        );
+        let err = load_dir(&dir.path().join("notes.txt"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a directory"), "{err}");
+        let empty = tempfile::tempdir().unwrap();
+        assert!(load_dir(empty.path()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn durations_round_trip() {
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("10s"), Some(Duration::from_secs(10)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("10"), None);
+        assert_eq!(parse_duration("ms"), None);
+        assert_eq!(parse_duration(" 1s"), None);
+        assert_eq!(parse_duration("99999999999999999999m"), None);
+        assert_eq!(format_duration(Duration::from_secs(120)), "2m");
+        assert_eq!(format_duration(Duration::from_secs(10)), "10s");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
+    }
+}
