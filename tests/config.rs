@@ -213,3 +213,23 @@ fn dump_config_prints_merged_view() {
     assert_eq!(v["log_level"], json!({"value": "DEBUG", "source": "cli"}));
     assert_eq!(v["max_frame_bytes"]["source"], "default");
 }
+
+#[test]
+fn json_log_format_on_stderr() {
+    let home = tempfile::tempdir().unwrap();
+    let input = b"{\"jsonrpc\":\"2.0\",\"id\":\"srv_1\",\"result\":1}\n";
+    let (status, _, err) = common::run_once(
+        home.path(),
+        &["--log-level", "DEBUG"],
+        &[("OUTRIGGER_LOG_FORMAT", "json")],
+        input,
+    );
+    assert!(status.success());
+    let mut logs = 0;
+    for line in err.lines().filter(|l| !l.starts_with("__SIDECAR_READY__:")) {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(v.get("level").is_some() && v.get("fields").is_some(), "{v}");
+        logs += 1;
+    }
+    assert!(logs > 0, "no log lines: {err}");
+}
