@@ -13,6 +13,8 @@ use crate::lifecycle::Lifecycle;
 use crate::logging::LogControl;
 use crate::protocol::{HealthCheck, PROTOCOL_VERSION, SidecarHealth, VERSION};
 use crate::rpc::{Out, Reverse};
+use crate::tools::Router;
+use crate::tools::plugins::PluginRegistry;
 
 pub struct App {
     pub started: Instant,
@@ -20,7 +22,9 @@ pub struct App {
     pub log: LogControl,
     pub out: Out,
     pub reverse: Reverse,
-    pub lifecycle: Lifecycle,
+    pub lifecycle: Arc<Lifecycle>,
+    pub router: Arc<Router>,
+    pub plugins: PluginRegistry,
     /// Test and diagnostic methods (`debug.*`), on with `OUTRIGGER_DEBUG_METHODS=1`.
     pub debug_methods: bool,
     /// Slots for concurrently running requests (`max_inflight_requests`).
@@ -30,16 +34,24 @@ pub struct App {
 }
 
 impl App {
-    pub fn new(config: Config, log: LogControl, out: Out, lifecycle: Lifecycle) -> App {
+    pub fn new(
+        config: Config,
+        log: LogControl,
+        out: Out,
+        lifecycle: Lifecycle,
+        plugins: PluginRegistry,
+    ) -> App {
         let inflight = config.settings().max_inflight_requests;
         App {
+            router: plugins.router().clone(),
+            plugins,
             inflight: Arc::new(Semaphore::new(inflight)),
             started: Instant::now(),
             config: RwLock::new(config),
             log,
             reverse: Reverse::new(out.clone()),
             out,
-            lifecycle,
+            lifecycle: Arc::new(lifecycle),
             debug_methods: std::env::var("OUTRIGGER_DEBUG_METHODS").is_ok_and(|v| v == "1"),
             python: OnceCell::new(),
             pid: std::process::id(),
@@ -91,7 +103,7 @@ impl App {
             rust_version: env!("OUTRIGGER_RUSTC_VERSION").into(),
             platform: platform().into(),
             loaded_providers: Vec::new(),
-            loaded_tools: 0,
+            loaded_tools: self.router.len(),
             active_traces: 0,
             checks,
         }

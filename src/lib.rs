@@ -2,8 +2,10 @@
 //! The binary (`main.rs`) is a thin shell over these modules.
 
 pub mod app;
+pub mod catch_panic;
 pub mod cli;
 pub mod config;
+pub mod harness;
 pub mod lifecycle;
 pub mod logging;
 pub mod protocol;

@@ -14,6 +14,8 @@ use crate::protocol::{
 use crate::rpc::Out;
 use crate::rpc::dispatch::{dispatch_line, refuse_too_long};
 use crate::rpc::reader::{ReadEvent, read_lines};
+use crate::tools::Router;
+use crate::tools::plugins::PluginRegistry;
 
 /// What the stdin reader hands the dispatcher.
 enum Inbound {
@@ -38,9 +40,15 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
         }
     };
     let settings = config.settings();
+    // Plugins load before ready: a broken one must stop boot, not vanish silently.
+    let plugins = PluginRegistry::new(Router::new(), settings.plugin_max_output_bytes);
+    if let Err(e) = plugins.load_configured(config.home()) {
+        eprintln!("outrigger: plugin error: {e}");
+        return 2;
+    }
     let (out, writer) = Out::start(std::io::stdout());
     let (lifecycle, mut stop_rx) = Lifecycle::new();
-    let app = Arc::new(App::new(config, log, out, lifecycle));
+    let app = Arc::new(App::new(config, log, out, lifecycle, plugins));
     let parent = nix::unistd::getppid();
 
     // Signal handlers go in before ready so a SIGTERM right after it is never lost.

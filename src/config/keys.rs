@@ -121,6 +121,15 @@ pub static KEYS: &[KeySpec] = &[
         default: || json!(1024),
         doc: "requests running at once; further frames wait to be read (back-pressure)",
     },
+    KeySpec {
+        name: "plugin_max_output_bytes",
+        kind: Kind::Int {
+            min: 1024,
+            max: 64 * 1024 * 1024,
+        },
+        default: || json!(1024 * 1024),
+        doc: "bytes of a plugin call's stdout (and stderr) kept; more stdout fails the call",
+    },
 ];
 
 pub fn spec(name: &str) -> Option<&'static KeySpec> {

@@ -307,6 +307,11 @@ impl Config {
         Ok(next)
     }
 
+    /// `$OUTRIGGER_HOME` (plugins, the default store and config live here).
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
     pub fn settings(&self) -> Settings {
         let m = self.merged();
         let get = |k: &str| m.get(k).map(|r| r.value.clone()).unwrap_or(Value::Null);
@@ -329,6 +334,10 @@ impl Config {
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
                 .unwrap_or(1024),
+            plugin_max_output_bytes: get("plugin_max_output_bytes")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(1 << 20),
         }
     }
 }
@@ -342,6 +351,7 @@ pub struct Settings {
     pub storage_path: PathBuf,
     pub max_frame_bytes: usize,
     pub max_inflight_requests: usize,
+    pub plugin_max_output_bytes: usize,
 }
 
 /// Reads a JSON object file. A missing optional file is `None`; a missing required one fails.

@@ -2,10 +2,8 @@
 //! so a slow handler never delays another request.
 
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -16,6 +14,7 @@ use super::frame::{Incoming, Line, RawId, parse_line};
 use super::methods;
 use super::writer::{Out, encode_response};
 use crate::app::App;
+use crate::catch_panic::CatchPanic;
 
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 pub type Handler = fn(Arc<App>, Call) -> HandlerFuture;
@@ -76,27 +75,6 @@ impl Call {
     /// so notifications sent afterwards follow the response on the wire.
     pub fn reply_now(&self, result: Outcome) {
         self.replier.send(&result);
-    }
-}
-
-/// Polls a handler future, turning a panic into an internal error instead of a lost reply.
-struct CatchUnwind(HandlerFuture);
-
-impl Future for CatchUnwind {
-    type Output = Outcome;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let fut = &mut self.0;
-        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-            Ok(p) => p,
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".into());
-                Poll::Ready(Err(RpcError::internal(format!("handler panicked: {what}"))))
-            }
-        }
     }
 }
 
@@ -211,9 +189,11 @@ async fn run(app: &Arc<App>, handler: Handler, params: Value, replier: Replier) 
         params,
         replier: replier.clone(),
     };
-    let fut = CatchUnwind(handler(app.clone(), call));
+    let fut = CatchPanic(handler(app.clone(), call));
     app.lifecycle.spawn(async move {
-        let result = fut.await;
+        let result = fut
+            .await
+            .unwrap_or_else(|p| Err(RpcError::internal(format!("handler panicked: {p}"))));
         replier.send(&result);
         drop(permit);
     });

@@ -1,3 +1,163 @@
+//! The tool runtime: the `Tool` trait, modes and exposure tiers, the router that dispatches
+//! by name, `tool_search`, executable plugins and skills.
+
+pub mod mode;
 pub mod plugins;
+pub mod router;
 pub mod search;
 pub mod skills;
+pub mod tool_search;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::lifecycle::Lifecycle;
+pub use crate::protocol::ToolResult;
+pub use mode::{ToolMode, classify};
+pub use router::Router;
+
+/// The tier deciding whether the model is offered a tool, and whether search finds it.
+/// Dispatch never looks at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Exposure {
+    /// Offered in the model's tool list.
+    Direct,
+    /// Not offered; found by `tool_search`.
+    Deferred,
+    /// Neither offered nor searchable nor suggested; still dispatchable by name.
+    Hidden,
+}
+
+impl Exposure {
+    pub fn parse(s: &str) -> Option<Exposure> {
+        match s {
+            "direct" => Some(Exposure::Direct),
+            "deferred" => Some(Exposure::Deferred),
+            "hidden" => Some(Exposure::Hidden),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Exposure::Direct => "direct",
+            Exposure::Deferred => "deferred",
+            Exposure::Hidden => "hidden",
+        }
+    }
+}
+
+/// What a call runs with.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// Relative paths resolve against this directory, never the process cwd.
+    pub workspace_root: PathBuf,
+    /// Cancelled when the caller gives up (turn cancel, shutdown).
+    pub cancel: CancellationToken,
+    pub call_id: String,
+    pub session_id: Option<String>,
+    /// Where child process groups are registered so they die with us.
+    pub lifecycle: Option<Arc<Lifecycle>>,
+}
+
+impl ToolContext {
+    pub fn new(workspace_root: PathBuf) -> ToolContext {
+        ToolContext {
+            workspace_root,
+            cancel: CancellationToken::new(),
+            call_id: String::new(),
+            session_id: None,
+            lifecycle: None,
+        }
+    }
+}
+
+pub type ToolFuture = Pin<Box<dyn Future<Output = ToolResult> + Send>>;
+
+/// A tool the model (or a host) can call. The description is the model-facing contract:
+/// what the tool does and how, not product policy.
+pub trait Tool: Send + Sync + 'static {
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
+    /// The input JSON Schema (an object schema).
+    fn parameters(&self) -> Value;
+    fn mode(&self) -> ToolMode {
+        classify(self.name())
+    }
+    fn exposure(&self) -> Exposure {
+        Exposure::Direct
+    }
+    /// May run in parallel with other concurrency-safe calls.
+    fn concurrency_safe(&self) -> bool {
+        self.mode() == ToolMode::Read
+    }
+    /// `tool.invoke` refuses it without `consentGranted: true`.
+    fn require_consent(&self) -> bool {
+        self.mode() == ToolMode::Local
+    }
+    fn call(self: Arc<Self>, ctx: ToolContext, args: Map<String, Value>) -> ToolFuture;
+}
+
+impl ToolResult {
+    pub fn ok(data: Map<String, Value>) -> ToolResult {
+        ToolResult {
+            success: true,
+            data: Some(data),
+            ..Default::default()
+        }
+    }
+
+    /// A failure the model can recover from (`needsFollowup: true`).
+    pub fn recoverable(error: impl Into<String>) -> ToolResult {
+        ToolResult {
+            success: false,
+            needs_followup: Some(true),
+            error: Some(error.into()),
+            ..Default::default()
+        }
+    }
+
+    pub fn with_data(mut self, key: &str, value: impl Into<Value>) -> ToolResult {
+        self.data
+            .get_or_insert_with(Map::new)
+            .insert(key.to_string(), value.into());
+        self
+    }
+}
+
+/// `tools.md`'s terminal predicate: `terminal == true`, or a failure that does not ask for a
+/// follow-up.
+pub fn is_terminal_result(result: Option<&ToolResult>) -> bool {
+    match result {
+        None => false,
+        Some(r) => r.terminal == Some(true) || (!r.success && r.needs_followup != Some(true)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_predicate() {
+        assert!(!is_terminal_result(None));
+        assert!(!is_terminal_result(Some(&ToolResult::ok(Map::new()))));
+        let mut t = ToolResult::ok(Map::new());
+        t.terminal = Some(true);
+        assert!(is_terminal_result(Some(&t)));
+        assert!(!is_terminal_result(Some(&ToolResult::recoverable("x"))));
+        let hard = ToolResult {
+            success: false,
+            error: Some("down".into()),
+            ..Default::default()
+        };
+        assert!(is_terminal_result(Some(&hard)));
+    }
+}

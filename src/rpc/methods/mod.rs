@@ -3,7 +3,11 @@
 
 mod config;
 mod debug;
+mod harness;
+mod plugins;
+mod skills;
 mod system;
+mod tools;
 
 use super::dispatch::{Handler, HandlerFuture};
 
@@ -23,6 +27,15 @@ pub fn table() -> &'static [(&'static str, Handler)] {
             ("system.shutdown_now", h!(system::shutdown_now)),
             ("config.get", h!(config::get)),
             ("config.set", h!(config::set)),
+            ("tool.list", h!(tools::list)),
+            ("tool.invoke", h!(tools::invoke)),
+            ("plugin.tools.describe", h!(tools::describe)),
+            ("plugin.list", h!(plugins::list)),
+            ("plugin.enable", h!(plugins::enable)),
+            ("plugin.disable", h!(plugins::disable)),
+            ("plugin.reload", h!(plugins::reload)),
+            ("skills.list", h!(skills::list)),
+            ("harness.describe", h!(harness::describe)),
         ]
     })
 }

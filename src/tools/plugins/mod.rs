@@ -7,11 +7,13 @@
 
 pub mod exec;
 pub mod manifest;
+pub mod registry;
 
 use std::path::PathBuf;
 
 pub use exec::{ExecOutcome, run_tool};
 pub use manifest::{PluginManifest, PluginToolSpec, load_dir, load_file};
+pub use registry::{PluginOpError, PluginRegistry, PluginRow};
 
 /// A plugin directory or manifest that cannot be loaded. Every message names the file (or
 /// directory), the offending field where there is one, and how to fix it.

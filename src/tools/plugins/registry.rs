@@ -1,0 +1,278 @@
+//! Loaded plugins and their lifecycle: each manifest's tools are registered on the router as
+//! one unit (all or none), and can be disabled, enabled and reloaded without a restart.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::PluginError;
+use super::exec::run_tool;
+use super::manifest::{PluginManifest, PluginToolSpec, load_dir, load_file};
+use crate::tools::router::{RegisterError, Registration, Router};
+use crate::tools::{Exposure, Tool, ToolContext, ToolFuture, ToolMode, ToolResult, classify};
+
+/// A plugin row as hosts see it (`plugin.list`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PluginRow {
+    pub name: String,
+    /// The manifest file.
+    pub origin: String,
+    pub tools: Vec<String>,
+    pub enabled: bool,
+    pub reloadable: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PluginOpError {
+    #[error("unknown plugin '{name}'; loaded plugins: {}", if loaded.is_empty() { "none".to_string() } else { loaded.join(", ") })]
+    Unknown { name: String, loaded: Vec<String> },
+    #[error("plugin '{0}' is already enabled")]
+    AlreadyEnabled(String),
+    #[error("plugin '{0}' is already disabled")]
+    AlreadyDisabled(String),
+    #[error("{0}")]
+    Load(#[from] PluginError),
+    #[error("plugin '{plugin}' ({path}) cannot register tool '{tool}': {source}")]
+    Conflict {
+        plugin: String,
+        path: String,
+        tool: String,
+        source: RegisterError,
+    },
+    #[error("plugin '{name}' is declared twice: by {first} and by {second}; rename one of them")]
+    Duplicate {
+        name: String,
+        first: String,
+        second: String,
+    },
+}
+
+struct Loaded {
+    manifest: PluginManifest,
+    enabled: bool,
+}
+
+pub struct PluginRegistry {
+    router: Arc<Router>,
+    max_capture: usize,
+    plugins: Mutex<BTreeMap<String, Loaded>>,
+}
+
+/// A manifest-declared tool: every call runs the executable once.
+struct PluginTool {
+    spec: PluginToolSpec,
+    max_capture: usize,
+}
+
+impl Tool for PluginTool {
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+    fn description(&self) -> &str {
+        &self.spec.description
+    }
+    fn parameters(&self) -> Value {
+        self.spec.parameters.clone()
+    }
+    fn mode(&self) -> ToolMode {
+        self.spec
+            .mode
+            .as_deref()
+            .and_then(ToolMode::parse)
+            .unwrap_or_else(|| classify(&self.spec.name))
+    }
+    fn exposure(&self) -> Exposure {
+        self.spec
+            .exposure
+            .as_deref()
+            .and_then(Exposure::parse)
+            .unwrap_or(Exposure::Direct)
+    }
+    fn call(self: Arc<Self>, ctx: ToolContext, args: Map<String, Value>) -> ToolFuture {
+        Box::pin(async move {
+            let outcome = run_tool(
+                &self.spec,
+                &Value::Object(args),
+                &ctx.workspace_root,
+                &ctx.cancel,
+                ctx.lifecycle.as_deref(),
+                self.max_capture,
+            )
+            .await;
+            let json = outcome.to_tool_result(&self.spec.name);
+            serde_json::from_value(json).unwrap_or_else(|e| {
+                ToolResult::recoverable(format!("plugin result could not be read: {e}"))
+            })
+        })
+    }
+}
+
+impl PluginRegistry {
+    pub fn new(router: Arc<Router>, max_capture: usize) -> PluginRegistry {
+        PluginRegistry {
+            router,
+            max_capture,
+            plugins: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn router(&self) -> &Arc<Router> {
+        &self.router
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Loaded>> {
+        self.plugins.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Loads every manifest of `dir` and registers its tools. `required`: a missing directory
+    /// is an error (an explicitly configured one); otherwise it is skipped.
+    pub fn load_dir(&self, dir: &Path, required: bool) -> Result<(), PluginOpError> {
+        if !required && !dir.exists() {
+            return Ok(());
+        }
+        for manifest in load_dir(dir)? {
+            self.add(manifest)?;
+        }
+        Ok(())
+    }
+
+    /// Loads the configured plugin directories: `OUTRIGGER_PLUGIN_DIR` (must exist when set)
+    /// and `<home>/plugins/` (optional).
+    pub fn load_configured(&self, home: &Path) -> Result<(), PluginOpError> {
+        if let Some(dir) = std::env::var_os("OUTRIGGER_PLUGIN_DIR").filter(|d| !d.is_empty()) {
+            self.load_dir(Path::new(&dir), true)?;
+        }
+        self.load_dir(&home.join("plugins"), false)
+    }
+
+    fn add(&self, manifest: PluginManifest) -> Result<(), PluginOpError> {
+        let mut plugins = self.lock();
+        if let Some(existing) = plugins.get(&manifest.name) {
+            return Err(PluginOpError::Duplicate {
+                name: manifest.name.clone(),
+                first: existing.manifest.path.display().to_string(),
+                second: manifest.path.display().to_string(),
+            });
+        }
+        self.register_all(&manifest)?;
+        plugins.insert(
+            manifest.name.clone(),
+            Loaded {
+                manifest,
+                enabled: true,
+            },
+        );
+        Ok(())
+    }
+
+    /// Registers every tool of `manifest`, or none: a failure rolls back what it registered.
+    fn register_all(&self, manifest: &PluginManifest) -> Result<(), PluginOpError> {
+        for (i, spec) in manifest.tools.iter().enumerate() {
+            let mut reg = Registration::new(Arc::new(PluginTool {
+                spec: spec.clone(),
+                max_capture: self.max_capture,
+            }));
+            reg.plugin = Some(manifest.name.clone());
+            if let Err(source) = self.router.register(reg) {
+                for done in &manifest.tools[..i] {
+                    self.router.unregister(&done.name);
+                }
+                return Err(PluginOpError::Conflict {
+                    plugin: manifest.name.clone(),
+                    path: manifest.path.display().to_string(),
+                    tool: spec.name.clone(),
+                    source,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn unregister_all(&self, manifest: &PluginManifest) {
+        for spec in &manifest.tools {
+            self.router.unregister(&spec.name);
+        }
+    }
+
+    fn row(loaded: &Loaded) -> PluginRow {
+        PluginRow {
+            name: loaded.manifest.name.clone(),
+            origin: loaded.manifest.path.display().to_string(),
+            tools: loaded
+                .manifest
+                .tools
+                .iter()
+                .map(|t| t.name.clone())
+                .collect(),
+            enabled: loaded.enabled,
+            reloadable: true,
+        }
+    }
+
+    pub fn list(&self) -> Vec<PluginRow> {
+        self.lock().values().map(Self::row).collect()
+    }
+
+    fn with_plugin<T>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut Loaded) -> Result<T, PluginOpError>,
+    ) -> Result<T, PluginOpError> {
+        let mut plugins = self.lock();
+        let loaded_names: Vec<String> = plugins.keys().cloned().collect();
+        match plugins.get_mut(name) {
+            Some(p) => f(p),
+            None => Err(PluginOpError::Unknown {
+                name: name.to_string(),
+                loaded: loaded_names,
+            }),
+        }
+    }
+
+    pub fn enable(&self, name: &str) -> Result<PluginRow, PluginOpError> {
+        self.with_plugin(name, |p| {
+            if p.enabled {
+                return Err(PluginOpError::AlreadyEnabled(name.to_string()));
+            }
+            self.register_all(&p.manifest)?;
+            p.enabled = true;
+            Ok(Self::row(p))
+        })
+    }
+
+    pub fn disable(&self, name: &str) -> Result<PluginRow, PluginOpError> {
+        self.with_plugin(name, |p| {
+            if !p.enabled {
+                return Err(PluginOpError::AlreadyDisabled(name.to_string()));
+            }
+            self.unregister_all(&p.manifest);
+            p.enabled = false;
+            Ok(Self::row(p))
+        })
+    }
+
+    /// Re-reads the manifest and swaps the registrations. On any failure the plugin keeps
+    /// its previous tools.
+    pub fn reload(&self, name: &str) -> Result<PluginRow, PluginOpError> {
+        self.with_plugin(name, |p| {
+            let path: PathBuf = p.manifest.path.clone();
+            let mut fresh = load_file(&path)?;
+            // The registry key stays the plugin's name even if the manifest renamed it.
+            fresh.name = p.manifest.name.clone();
+            if p.enabled {
+                self.unregister_all(&p.manifest);
+                if let Err(e) = self.register_all(&fresh) {
+                    if let Err(restore) = self.register_all(&p.manifest) {
+                        tracing::error!("plugin '{name}': could not restore its tools: {restore}");
+                    }
+                    return Err(e);
+                }
+            }
+            p.manifest = fresh;
+            Ok(Self::row(p))
+        })
+    }
+}
