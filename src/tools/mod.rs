@@ -132,6 +132,30 @@ impl ToolResult {
     }
 }
 
+/// Longest tool name: the common limit of provider function-name rules.
+pub const MAX_TOOL_NAME_LEN: usize = 64;
+
+/// Provider function-name rules (OpenAI: `^[a-zA-Z0-9_-]{1,64}$`) bound every tool name.
+pub fn valid_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_TOOL_NAME_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// "a string", "an object", … for error messages about JSON values.
+pub fn json_type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// `tools.md`'s terminal predicate: `terminal == true`, or a failure that does not ask for a
 /// follow-up.
 pub fn is_terminal_result(result: Option<&ToolResult>) -> bool {

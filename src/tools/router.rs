@@ -80,14 +80,6 @@ pub struct Router {
     search_cache: Mutex<Option<Arc<DeferredIndex>>>,
 }
 
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
 fn owner_label(plugin: &Option<String>) -> String {
     match plugin {
         Some(p) => format!("plugin '{p}'"),
@@ -122,7 +114,7 @@ impl Router {
 
     pub fn register(&self, reg: Registration) -> Result<(), RegisterError> {
         let name = reg.tool.name().to_string();
-        if !valid_name(&name) {
+        if !super::valid_tool_name(&name) {
             return Err(RegisterError::InvalidName(name));
         }
         let mode = reg.mode.unwrap_or_else(|| reg.tool.mode());
@@ -281,7 +273,7 @@ impl Router {
             other => {
                 return ToolResult::recoverable(format!(
                     "Invalid arguments for tool '{name}': expected a JSON object, got {}",
-                    type_name(&other)
+                    super::json_type_name(&other)
                 ))
                 .with_data("durationMs", elapsed_ms(started));
             }
@@ -359,17 +351,6 @@ impl Entry {
 
 fn elapsed_ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]

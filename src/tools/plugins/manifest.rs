@@ -40,7 +40,7 @@ pub const MAX_TOOLS_PER_MANIFEST: usize = 256;
 /// Longest per-call timeout a manifest may declare.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
 /// Longest tool (and plugin) name: the common limit of provider function-name rules.
-pub const MAX_NAME_LEN: usize = 64;
+pub const MAX_NAME_LEN: usize = crate::tools::MAX_TOOL_NAME_LEN;
 /// Accepted `mode` values (the harness's ToolMode vocabulary).
 pub const MODES: &[&str] = &["read", "safe_write", "destructive", "local", "external"];
 /// Accepted `exposure` values (the ToolExposure tiers).
@@ -251,7 +251,7 @@ fn validate(raw: RawManifest, path: PathBuf) -> Result<PluginManifest, PluginErr
 
     let name = match raw.name {
         Some(n) => {
-            if !valid_name(&n) {
+            if !crate::tools::valid_tool_name(&n) {
                 return Err(invalid(
                     "name".into(),
                     format!(
@@ -266,7 +266,7 @@ fn validate(raw: RawManifest, path: PathBuf) -> Result<PluginManifest, PluginErr
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            if !valid_name(&stem) {
+            if !crate::tools::valid_tool_name(&stem) {
                 return Err(invalid(
                     "name".into(),
                     format!(
@@ -326,7 +326,7 @@ fn validate_tool(t: RawTool, base: &Path) -> Result<PluginToolSpec, (&'static st
     let name = t
         .name
         .ok_or(("name", "is required; add name = \"my_tool\"".to_string()))?;
-    if !valid_name(&name) {
+    if !crate::tools::valid_tool_name(&name) {
         return Err((
             "name",
             format!(
@@ -407,13 +407,6 @@ fn validate_tool(t: RawTool, base: &Path) -> Result<PluginToolSpec, (&'static st
         exposure: t.exposure,
         env: t.env,
     })
-}
-
-fn valid_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= MAX_NAME_LEN
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Relative paths (bare names included) resolve against the manifest's directory, never
@@ -528,7 +521,7 @@ fn parse_parameters(v: &toml::Value) -> Result<Value, String> {
     let Some(obj) = schema.as_object_mut() else {
         return Err(format!(
             "must be a JSON object (a JSON Schema), not {}; e.g. {{\"type\":\"object\",\"properties\":{{...}}}}",
-            json_type(&schema)
+            crate::tools::json_type_name(&schema)
         ));
     };
     match obj.get("type") {
@@ -575,17 +568,6 @@ fn toml_to_json(v: &toml::Value) -> Result<Value, String> {
             Value::Object(m)
         }
     })
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]
