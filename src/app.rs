@@ -13,6 +13,7 @@ use crate::lifecycle::Lifecycle;
 use crate::logging::LogControl;
 use crate::protocol::{HealthCheck, PROTOCOL_VERSION, SidecarHealth, VERSION};
 use crate::rpc::{Out, Reverse};
+use crate::store::Store;
 use crate::tools::Router;
 use crate::tools::plugins::PluginRegistry;
 
@@ -25,6 +26,12 @@ pub struct App {
     pub lifecycle: Arc<Lifecycle>,
     pub router: Arc<Router>,
     pub plugins: PluginRegistry,
+    /// The durable store (sessions, history records); opened, with its lease, before ready.
+    pub store: Arc<Store>,
+    /// Live CoreLoop streams and their traces (`agent.chat.*`, `trace.fetch`).
+    pub agent: crate::agent::AgentState,
+    /// The file tools' shared state, set at boot (resume re-seeds its read state).
+    pub fs: std::sync::OnceLock<Arc<crate::tools::fs::FsEnv>>,
     /// Test and diagnostic methods (`debug.*`), on with `OUTRIGGER_DEBUG_METHODS=1`.
     pub debug_methods: bool,
     /// Slots for concurrently running requests (`max_inflight_requests`).
@@ -40,11 +47,15 @@ impl App {
         out: Out,
         lifecycle: Lifecycle,
         plugins: PluginRegistry,
+        store: Arc<Store>,
     ) -> App {
         let inflight = config.settings().max_inflight_requests;
         App {
             router: plugins.router().clone(),
             plugins,
+            store,
+            agent: crate::agent::AgentState::default(),
+            fs: std::sync::OnceLock::new(),
             inflight: Arc::new(Semaphore::new(inflight)),
             started: Instant::now(),
             config: RwLock::new(config),
@@ -104,7 +115,7 @@ impl App {
             platform: platform().into(),
             loaded_providers: Vec::new(),
             loaded_tools: self.router.len(),
-            active_traces: 0,
+            active_traces: self.agent.traces.active(),
             checks,
         }
     }

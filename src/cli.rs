@@ -42,6 +42,24 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
     },
+    /// Send one model request and print every provider event as a JSON line (debugging).
+    LlmProbe(crate::llm::probe::ProbeArgs),
+    /// Run one agent turn headless (this binary as the sidecar) and print every frame a host
+    /// would receive, as JSON lines.
+    Run(crate::agent::headless::RunArgs),
+    /// Internal: the sandbox launcher the sidecar runs commands through.
+    #[command(name = "__sandbox-exec", hide = true)]
+    SandboxExec {
+        /// The launch spec (policy and layers) as JSON.
+        #[arg(long)]
+        spec: Option<String>,
+        /// Report which layers this host can apply, as JSON, and exit.
+        #[arg(long)]
+        probe: bool,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true)]
+        argv: Vec<std::ffi::OsString>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,14 +1,19 @@
 //! Outrigger: an agent runtime sidecar speaking JSON-RPC 2.0 over stdio.
 //! The binary (`main.rs`) is a thin shell over these modules.
 
+pub mod agent;
 pub mod app;
 pub mod catch_panic;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod harness;
 pub mod lifecycle;
+pub mod llm;
 pub mod logging;
 pub mod protocol;
 pub mod rpc;
+pub mod sandbox;
 pub mod serve;
+pub mod store;
 pub mod tools;

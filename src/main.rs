@@ -7,11 +7,18 @@ use outrigger::cli::{Cli, Command};
 use outrigger::{config, logging, protocol, serve};
 
 fn main() {
+    // The sandbox launcher runs before every sandboxed command: skip building the CLI for it.
+    if let Some(code) = outrigger::sandbox::launcher::from_args(std::env::args_os()) {
+        std::process::exit(code);
+    }
     let cli = Cli::parse();
     std::process::exit(real_main(cli));
 }
 
 fn real_main(cli: Cli) -> i32 {
+    if let Some(Command::SandboxExec { spec, probe, argv }) = &cli.command {
+        return outrigger::sandbox::launcher::main(spec.as_deref(), *probe, argv);
+    }
     if let Some(Command::Schemas { out }) = &cli.command {
         return match protocol::write_schemas(out) {
             Ok(n) => {
@@ -23,6 +30,10 @@ fn real_main(cli: Cli) -> i32 {
                 1
             }
         };
+    }
+
+    if let Some(Command::Run(args)) = &cli.command {
+        return outrigger::agent::headless::run(args.clone(), cli.storage_path.clone());
     }
 
     let mut inputs = config::Inputs::from_env();
@@ -51,6 +62,12 @@ fn real_main(cli: Cli) -> i32 {
         let text = serde_json::to_string_pretty(&merged).unwrap_or_default();
         println!("{text}");
         return 0;
+    }
+
+    if let Some(Command::LlmProbe(args)) = cli.command {
+        logging::init(&config.settings().log_level);
+        let settings = outrigger::llm::LlmSettings::from_settings(&config.settings());
+        return outrigger::llm::probe::run(args, settings, &mut |event| println!("{event}"));
     }
 
     let log = logging::init(&config.settings().log_level);

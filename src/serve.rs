@@ -40,15 +40,61 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
         }
     };
     let settings = config.settings();
+    // The store's lease is taken at boot so a second process on the same file refuses to
+    // start (exit 2) instead of failing later; opening costs about a millisecond.
+    let store = match crate::store::Store::open(&settings.storage_path, settings.storage_sync) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            eprintln!("outrigger: {e}");
+            return 2;
+        }
+    };
+    // Built-in file tools register before plugins so a plugin cannot take their names. They
+    // read settings through the App once it exists (config can change at runtime).
+    let router = Router::new();
+    let app_slot: Arc<std::sync::OnceLock<std::sync::Weak<App>>> = Arc::default();
+    let (slot, boot) = (app_slot.clone(), settings.clone());
+    let fs_env = crate::tools::fs::FsEnv::new(Arc::new(move || {
+        slot.get()
+            .and_then(std::sync::Weak::upgrade)
+            .map_or_else(|| boot.clone(), |a| a.settings())
+    }));
+    crate::tools::fs::register(&router, &fs_env);
+    // The sandbox service (probed lazily) and `bash`, also before plugins.
+    let sandbox = {
+        let (slot, boot) = (app_slot.clone(), config.clone());
+        let hidden = vec![
+            config.home().join("secrets"),
+            config.home().join("credentials"),
+        ];
+        crate::sandbox::install(crate::sandbox::Sandbox::new(
+            // Our own image, even if the file on disk is replaced while we run.
+            Some(std::path::PathBuf::from("/proc/self/exe")),
+            hidden,
+            move || {
+                Some(
+                    slot.get()
+                        .and_then(std::sync::Weak::upgrade)
+                        .map_or_else(|| boot.clone(), |a| a.config()),
+                )
+            },
+        ))
+    };
+    let bash = crate::tools::bash::BashTool::new(sandbox.clone());
+    if let Err(e) = router.register(crate::tools::router::Registration::new(Arc::new(bash))) {
+        tracing::error!("cannot register bash: {e}");
+    }
     // Plugins load before ready: a broken one must stop boot, not vanish silently.
-    let plugins = PluginRegistry::new(Router::new(), settings.plugin_max_output_bytes);
+    let plugins = PluginRegistry::new(router, settings.plugin_max_output_bytes);
     if let Err(e) = plugins.load_configured(config.home()) {
         eprintln!("outrigger: plugin error: {e}");
         return 2;
     }
     let (out, writer) = Out::start(std::io::stdout());
     let (lifecycle, mut stop_rx) = Lifecycle::new();
-    let app = Arc::new(App::new(config, log, out, lifecycle, plugins));
+    let app = Arc::new(App::new(config, log, out, lifecycle, plugins, store));
+    let _ = app_slot.set(Arc::downgrade(&app));
+    let _ = app.fs.set(fs_env.clone());
     let parent = nix::unistd::getppid();
 
     // Signal handlers go in before ready so a SIGTERM right after it is never lost.
@@ -130,6 +176,15 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
         let warm = app.clone();
         tokio::spawn(async move {
             warm.python_version().await;
+        });
+        // After ready: probe the sandbox and prune the default workspace's saved bash output.
+        tokio::spawn(async move {
+            sandbox.caps().await;
+        });
+        tokio::task::spawn_blocking(|| {
+            if let Ok(cwd) = std::env::current_dir() {
+                crate::tools::bash::saved::prune(&cwd);
+            }
         });
         let mut poll = tokio::time::interval(PARENT_POLL);
         loop {

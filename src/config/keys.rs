@@ -13,6 +13,10 @@ pub enum Kind {
     Int { min: i64, max: i64 },
     /// A number within `[min, max]`.
     Float { min: f64, max: f64 },
+    /// A list of non-empty strings (paths). Env: a JSON array or a `:`-separated list.
+    PathList,
+    /// `true` / `false`. Env: 1/0, true/false, yes/no, on/off.
+    Bool,
 }
 
 impl Kind {
@@ -22,6 +26,8 @@ impl Kind {
             Kind::OptPath => "a string (a path) or null".to_string(),
             Kind::Int { min, max } => format!("an integer from {min} to {max}"),
             Kind::Float { min, max } => format!("a number from {min} to {max}"),
+            Kind::PathList => "a list of non-empty strings (paths)".to_string(),
+            Kind::Bool => "true or false".to_string(),
         }
     }
 
@@ -34,6 +40,10 @@ impl Kind {
             Kind::Float { min, max } => v
                 .as_f64()
                 .is_some_and(|n| n.is_finite() && n >= *min && n <= *max),
+            Kind::PathList => v
+                .as_array()
+                .is_some_and(|a| a.iter().all(|x| x.as_str().is_some_and(|s| !s.is_empty()))),
+            Kind::Bool => v.is_boolean(),
         }
     }
 
@@ -64,6 +74,20 @@ impl Kind {
                 .filter(|f| f.is_finite())
                 .map(|f| json!(f))
                 .unwrap_or_else(|| Value::String(s.to_string())),
+            Kind::PathList if t.starts_with('[') => {
+                serde_json::from_str(t).unwrap_or_else(|_| Value::String(s.to_string()))
+            }
+            Kind::PathList => Value::Array(
+                t.split(':')
+                    .filter(|p| !p.is_empty())
+                    .map(|p| Value::String(p.to_string()))
+                    .collect(),
+            ),
+            Kind::Bool => match t.to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => Value::Bool(true),
+                "0" | "false" | "no" | "off" => Value::Bool(false),
+                _ => Value::String(s.to_string()),
+            },
         }
     }
 }
@@ -104,6 +128,12 @@ pub static KEYS: &[KeySpec] = &[
         doc: "SQLite store path; null means $OUTRIGGER_HOME/outrigger.db",
     },
     KeySpec {
+        name: "storage_sync",
+        kind: Kind::Choice(&["normal", "full"]),
+        default: || json!("normal"),
+        doc: "SQLite synchronous level: normal survives a process crash, full also power loss",
+    },
+    KeySpec {
         name: "max_frame_bytes",
         kind: Kind::Int {
             min: 1024,
@@ -130,7 +160,163 @@ pub static KEYS: &[KeySpec] = &[
         default: || json!(1024 * 1024),
         doc: "bytes of a plugin call's stdout (and stderr) kept; more stdout fails the call",
     },
+    // Model providers (src/llm).
+    KeySpec {
+        name: "llm_connect_timeout_ms",
+        kind: Kind::Int {
+            min: 100,
+            max: 300_000,
+        },
+        default: || json!(10_000),
+        doc: "TCP/TLS connect timeout of model provider requests",
+    },
+    KeySpec {
+        name: "llm_idle_timeout_ms",
+        kind: Kind::Int {
+            min: 1_000,
+            max: 3_600_000,
+        },
+        default: || json!(300_000),
+        doc: "a provider stream that sends no byte for this long fails (retryable)",
+    },
+    KeySpec {
+        name: "llm_retry_base_ms",
+        kind: Kind::Int {
+            min: 1,
+            max: 60_000,
+        },
+        default: || json!(200),
+        doc: "first provider retry delay; doubles per attempt, jittered ±20 %",
+    },
+    KeySpec {
+        name: "llm_retry_max_ms",
+        kind: Kind::Int {
+            min: 1,
+            max: 600_000,
+        },
+        default: || json!(5_000),
+        doc: "longest provider retry delay (before jitter)",
+    },
+    KeySpec {
+        name: "llm_max_attempts",
+        kind: Kind::Int { min: 1, max: 10 },
+        default: || json!(3),
+        doc: "provider request attempts in all, the first included",
+    },
+    KeySpec {
+        name: "readable_roots",
+        kind: Kind::PathList,
+        default: || json!([]),
+        doc: "directories file tools may read besides the workspace root (and writable_roots)",
+    },
+    KeySpec {
+        name: "writable_roots",
+        kind: Kind::PathList,
+        default: || json!([]),
+        doc: "directories file tools may write besides the workspace root",
+    },
+    KeySpec {
+        name: "blocked_paths",
+        kind: Kind::PathList,
+        default: || json!(["~/.ssh", "~/.aws", "~/.gnupg", "$OUTRIGGER_HOME/secrets"]),
+        doc: "paths file tools refuse everywhere; `~/` and `$OUTRIGGER_HOME` expand",
+    },
+    KeySpec {
+        name: "max_output_chars",
+        kind: Kind::Int {
+            min: 1000,
+            max: MAX_OUTPUT_CHARS_CEILING,
+        },
+        default: || json!(100_000),
+        doc: "characters of a tool's text output kept (head 20 % + tail 80 %)",
+    },
+    KeySpec {
+        name: "max_read_bytes",
+        kind: Kind::Int {
+            min: 1024,
+            max: MAX_READ_BYTES_CEILING,
+        },
+        default: || json!(10 * 1024 * 1024),
+        doc: "largest text file read_file/edit_file load; bigger files are refused",
+    },
+    KeySpec {
+        name: "require_read_before_write",
+        kind: Kind::Bool,
+        default: || json!(true),
+        doc: "refuse overwriting or editing an existing file the session has not read",
+    },
+    KeySpec {
+        name: "max_walk_entries",
+        kind: Kind::Int {
+            min: 1000,
+            max: MAX_WALK_ENTRIES_CEILING,
+        },
+        default: || json!(500_000),
+        doc: "directory entries glob/grep visit per call; the walk stops there and says so",
+    },
+    // Sandbox launcher and bash.
+    KeySpec {
+        name: "sandbox_enabled",
+        kind: Kind::Bool,
+        default: || json!(true),
+        doc: "run bash and plugin executables through the sandbox launcher",
+    },
+    KeySpec {
+        name: "sandbox_network",
+        kind: Kind::Bool,
+        default: || json!(false),
+        doc: "let sandboxed commands use the network (enforcement then reads partial)",
+    },
+    KeySpec {
+        name: "sandbox_writable_roots",
+        kind: Kind::PathList,
+        default: || json!([]),
+        doc: "directories sandboxed commands may write besides the workspace and their temp dir",
+    },
+    KeySpec {
+        name: "bash_timeout_ms",
+        kind: Kind::Int {
+            min: 1000,
+            max: 600_000,
+        },
+        default: || json!(120_000),
+        doc: "bash timeout when a call gives none (a call may ask for up to 600000)",
+    },
+    KeySpec {
+        name: "bash_max_output_bytes",
+        kind: Kind::Int {
+            min: 1024,
+            max: 32_768,
+        },
+        default: || json!(12_288),
+        doc: "bytes of bash output returned (start and end kept around an omitted-bytes marker)",
+    },
+    KeySpec {
+        name: "bash_raw_output",
+        kind: Kind::Bool,
+        default: || json!(false),
+        doc: "return bash output as is: no ANSI removal, OSC 8 rewriting or CRLF folding",
+    },
+    KeySpec {
+        name: "bash_env_deny",
+        kind: Kind::PathList,
+        default: || json!(["*_API_KEY", "*_TOKEN", "*_SECRET", "OUTRIGGER_*"]),
+        doc: "environment variable name patterns (`*` wildcard) removed from bash's environment",
+    },
+    KeySpec {
+        name: "bash_env_allow",
+        kind: Kind::PathList,
+        default: || json!([]),
+        doc: "environment variable name patterns kept even when bash_env_deny matches",
+    },
 ];
+
+/// Ceiling of `max_output_chars`.
+pub const MAX_OUTPUT_CHARS_CEILING: i64 = 1_000_000;
+/// Ceiling of `max_read_bytes` (256 MiB): a text read is held in memory whole.
+pub const MAX_READ_BYTES_CEILING: i64 = 256 * 1024 * 1024;
+/// Ceiling of `max_walk_entries`: a walk's accepted paths are held in memory to sort them.
+pub const MAX_WALK_ENTRIES_CEILING: i64 = 20_000_000;
 
 pub fn spec(name: &str) -> Option<&'static KeySpec> {
     KEYS.iter().find(|k| k.name == name)

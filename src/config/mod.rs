@@ -326,6 +326,8 @@ impl Config {
             ),
             grace_period_seconds: get("grace_period_seconds").as_f64().unwrap_or(5.0),
             storage_path,
+            storage_sync: crate::store::SyncMode::parse(get("storage_sync").as_str().unwrap_or(""))
+                .unwrap_or(crate::store::SyncMode::Normal),
             max_frame_bytes: get("max_frame_bytes")
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
@@ -338,6 +340,38 @@ impl Config {
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
                 .unwrap_or(1 << 20),
+            llm_connect_timeout: ms(&get("llm_connect_timeout_ms"), 10_000),
+            llm_idle_timeout: ms(&get("llm_idle_timeout_ms"), 300_000),
+            llm_retry_base: ms(&get("llm_retry_base_ms"), 200),
+            llm_retry_max: ms(&get("llm_retry_max_ms"), 5_000),
+            llm_max_attempts: get("llm_max_attempts")
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(3),
+            readable_roots: expand_paths(&get("readable_roots"), &self.home),
+            writable_roots: expand_paths(&get("writable_roots"), &self.home),
+            blocked_paths: expand_paths(&get("blocked_paths"), &self.home),
+            max_output_chars: get("max_output_chars")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(100_000),
+            max_read_bytes: get("max_read_bytes").as_u64().unwrap_or(10 << 20),
+            require_read_before_write: get("require_read_before_write").as_bool().unwrap_or(true),
+            max_walk_entries: get("max_walk_entries")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(500_000),
+            sandbox_enabled: get("sandbox_enabled").as_bool().unwrap_or(true),
+            sandbox_network: get("sandbox_network").as_bool().unwrap_or(false),
+            sandbox_writable_roots: expand_paths(&get("sandbox_writable_roots"), &self.home),
+            bash_timeout_ms: get("bash_timeout_ms").as_u64().unwrap_or(120_000),
+            bash_max_output_bytes: get("bash_max_output_bytes")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(12_288),
+            bash_raw_output: get("bash_raw_output").as_bool().unwrap_or(false),
+            bash_env_deny: string_list(&get("bash_env_deny")),
+            bash_env_allow: string_list(&get("bash_env_allow")),
         }
     }
 }
@@ -349,9 +383,72 @@ pub struct Settings {
     pub grace_period: Duration,
     pub grace_period_seconds: f64,
     pub storage_path: PathBuf,
+    /// `storage_sync`: SQLite `synchronous` level for the store.
+    pub storage_sync: crate::store::SyncMode,
     pub max_frame_bytes: usize,
     pub max_inflight_requests: usize,
     pub plugin_max_output_bytes: usize,
+    /// Model providers (`llm_*` keys).
+    pub llm_connect_timeout: Duration,
+    pub llm_idle_timeout: Duration,
+    pub llm_retry_base: Duration,
+    pub llm_retry_max: Duration,
+    pub llm_max_attempts: u32,
+    /// File-tool roots beyond the workspace (`~/` and `$OUTRIGGER_HOME` expanded).
+    pub readable_roots: Vec<PathBuf>,
+    pub writable_roots: Vec<PathBuf>,
+    pub blocked_paths: Vec<PathBuf>,
+    pub max_output_chars: usize,
+    pub max_read_bytes: u64,
+    pub require_read_before_write: bool,
+    /// Directory entries a `glob`/`grep` walk visits before stopping.
+    pub max_walk_entries: usize,
+    /// Sandbox launcher and bash (see `docs/configuration.md`).
+    pub sandbox_enabled: bool,
+    pub sandbox_network: bool,
+    pub sandbox_writable_roots: Vec<PathBuf>,
+    pub bash_timeout_ms: u64,
+    pub bash_max_output_bytes: usize,
+    pub bash_raw_output: bool,
+    pub bash_env_deny: Vec<String>,
+    pub bash_env_allow: Vec<String>,
+}
+
+/// A milliseconds key as a `Duration`.
+fn ms(v: &Value, default: u64) -> Duration {
+    Duration::from_millis(v.as_u64().unwrap_or(default))
+}
+
+fn string_list(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A path-list value with a leading `~/` (the user's `HOME`) and `$OUTRIGGER_HOME` expanded.
+fn expand_paths(v: &Value, home: &Path) -> Vec<PathBuf> {
+    let user = std::env::var_os("HOME").map(PathBuf::from);
+    let items = v.as_array().map(Vec::as_slice).unwrap_or_default();
+    items
+        .iter()
+        .filter_map(Value::as_str)
+        .filter_map(|s| {
+            if let Some(rest) = s.strip_prefix("$OUTRIGGER_HOME") {
+                Some(home.join(rest.trim_start_matches('/')))
+            } else if s == "~" || s.starts_with("~/") {
+                // No HOME: a `~` entry cannot name anything, so it is dropped.
+                user.as_ref()
+                    .map(|h| h.join(s[1..].trim_start_matches('/')))
+            } else {
+                Some(PathBuf::from(s))
+            }
+        })
+        .collect()
 }
 
 /// Reads a JSON object file. A missing optional file is `None`; a missing required one fails.

@@ -1,6 +1,8 @@
 //! The tool runtime: the `Tool` trait, modes and exposure tiers, the router that dispatches
 //! by name, `tool_search`, executable plugins and skills.
 
+pub mod bash;
+pub mod fs;
 pub mod mode;
 pub mod plugins;
 pub mod router;
@@ -65,6 +67,9 @@ pub struct ToolContext {
     pub session_id: Option<String>,
     /// Where child process groups are registered so they die with us.
     pub lifecycle: Option<Arc<Lifecycle>>,
+    /// The caller's sandbox request for commands (`context.execSandbox`); `None` means the
+    /// config's default posture.
+    pub exec_sandbox: Option<crate::sandbox::ExecSandboxRequest>,
 }
 
 impl ToolContext {
@@ -75,6 +80,7 @@ impl ToolContext {
             call_id: String::new(),
             session_id: None,
             lifecycle: None,
+            exec_sandbox: None,
         }
     }
 }

@@ -80,6 +80,34 @@ pub struct Router {
     search_cache: Mutex<Option<Arc<DeferredIndex>>>,
 }
 
+/// Resolves a registration's overrides into an entry (not yet in the registry).
+fn build_entry(reg: Registration) -> Result<Entry, RegisterError> {
+    let name = reg.tool.name().to_string();
+    if !super::valid_tool_name(&name) {
+        return Err(RegisterError::InvalidName(name));
+    }
+    let mode = reg.mode.unwrap_or_else(|| reg.tool.mode());
+    // An overridden mode drives the defaults; otherwise the tool's own answers stand.
+    let (consent, concurrent) = match reg.mode {
+        Some(m) => (m == ToolMode::Local, m == ToolMode::Read),
+        None => (reg.tool.require_consent(), reg.tool.concurrency_safe()),
+    };
+    Ok(Entry {
+        description: reg
+            .description
+            .unwrap_or_else(|| reg.tool.description().to_string()),
+        parameters: reg.tool.parameters(),
+        mode,
+        exposure: reg.exposure.unwrap_or_else(|| reg.tool.exposure()),
+        require_consent: reg.require_consent.unwrap_or(consent),
+        concurrency_safe: concurrent,
+        plugin: reg.plugin,
+        name,
+        tool: reg.tool,
+        validator: OnceLock::new(),
+    })
+}
+
 fn owner_label(plugin: &Option<String>) -> String {
     match plugin {
         Some(p) => format!("plugin '{p}'"),
@@ -113,43 +141,7 @@ impl Router {
     }
 
     pub fn register(&self, reg: Registration) -> Result<(), RegisterError> {
-        let name = reg.tool.name().to_string();
-        if !super::valid_tool_name(&name) {
-            return Err(RegisterError::InvalidName(name));
-        }
-        let mode = reg.mode.unwrap_or_else(|| reg.tool.mode());
-        let entry = Entry {
-            description: reg
-                .description
-                .unwrap_or_else(|| reg.tool.description().to_string()),
-            parameters: reg.tool.parameters(),
-            mode,
-            exposure: reg.exposure.unwrap_or_else(|| reg.tool.exposure()),
-            require_consent: reg.require_consent.unwrap_or(if reg.mode.is_some() {
-                mode == ToolMode::Local
-            } else {
-                reg.tool.require_consent()
-            }),
-            concurrency_safe: if reg.mode.is_some() {
-                mode == ToolMode::Read
-            } else {
-                reg.tool.concurrency_safe()
-            },
-            plugin: reg.plugin,
-            name: name.clone(),
-            tool: reg.tool,
-            validator: OnceLock::new(),
-        };
-        let mut entries = self.write();
-        if let Some(existing) = entries.get(&name) {
-            return Err(RegisterError::Conflict {
-                name,
-                owner: owner_label(&existing.plugin),
-            });
-        }
-        entries.insert(name, Arc::new(entry));
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        Ok(())
+        self.swap(&[], vec![reg])
     }
 
     pub fn unregister(&self, name: &str) -> bool {
@@ -158,6 +150,44 @@ impl Router {
             self.generation.fetch_add(1, Ordering::SeqCst);
         }
         removed
+    }
+
+    /// Removes `remove` and registers `add` in one step under the registry lock: a call
+    /// racing a plugin reload sees the old tools or the new ones, never neither. Nothing
+    /// changes when any new name is invalid or taken (by a tool not being removed).
+    pub fn swap(&self, remove: &[String], add: Vec<Registration>) -> Result<(), RegisterError> {
+        let built = add
+            .into_iter()
+            .map(build_entry)
+            .collect::<Result<Vec<Entry>, RegisterError>>()?;
+        let mut entries = self.write();
+        let mut claimed: Vec<&str> = Vec::with_capacity(built.len());
+        for e in &built {
+            let taken_by = entries
+                .get(&e.name)
+                .filter(|_| !remove.contains(&e.name))
+                .map(|existing| owner_label(&existing.plugin))
+                .or_else(|| {
+                    claimed
+                        .contains(&e.name.as_str())
+                        .then(|| owner_label(&e.plugin))
+                });
+            if let Some(owner) = taken_by {
+                return Err(RegisterError::Conflict {
+                    name: e.name.clone(),
+                    owner,
+                });
+            }
+            claimed.push(&e.name);
+        }
+        for name in remove {
+            entries.remove(name);
+        }
+        for e in built {
+            entries.insert(e.name.clone(), Arc::new(e));
+        }
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        Ok(())
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Entry>> {

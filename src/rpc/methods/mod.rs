@@ -1,13 +1,20 @@
 //! The method table: every JSON-RPC method name and the handler that owns it.
 //! `docs/protocol.md` documents each one (a test checks it lists them all).
 
+mod catalog;
+mod chat;
 mod config;
 mod debug;
 mod harness;
+mod llm;
 mod plugins;
+mod sandbox;
+mod sessions;
 mod skills;
 mod system;
 mod tools;
+mod trace;
+mod workspace;
 
 use super::dispatch::{Handler, HandlerFuture};
 
@@ -36,6 +43,26 @@ pub fn table() -> &'static [(&'static str, Handler)] {
             ("plugin.reload", h!(plugins::reload)),
             ("skills.list", h!(skills::list)),
             ("harness.describe", h!(harness::describe)),
+            ("catalog.describe", h!(catalog::describe_catalog)),
+            ("presets.describe", h!(catalog::describe_presets)),
+            ("presets.resolve", h!(catalog::resolve_preset)),
+            ("models.list", h!(catalog::list_models)),
+            ("sandbox.describe", h!(sandbox::describe)),
+            ("compat.describe", h!(llm::compat_describe)),
+            ("workspace.apply_edits", h!(workspace::apply_edits)),
+            ("agent.session.create", h!(sessions::create)),
+            ("agent.session.resume", h!(sessions::resume)),
+            ("agent.session.list", h!(sessions::list)),
+            ("agent.session.messages", h!(sessions::messages)),
+            ("agent.session.fork", h!(sessions::fork)),
+            ("agent.session.branches", h!(sessions::branches)),
+            ("agent.session.tree", h!(sessions::tree)),
+            ("agent.chat.stream", h!(chat::stream)),
+            ("agent.chat.cancel", h!(chat::cancel)),
+            ("agent.chat.steer", h!(chat::steer)),
+            ("agent.chat.compact", h!(chat::compact)),
+            ("agent.chat.fork", h!(chat::fork)),
+            ("trace.fetch", h!(trace::fetch)),
         ]
     })
 }
@@ -48,6 +75,7 @@ pub fn debug_table() -> &'static [(&'static str, Handler)] {
             ("debug.sleep", h!(debug::sleep)),
             ("debug.echo", h!(debug::echo)),
             ("debug.reverse", h!(debug::reverse)),
+            ("debug.record.append", h!(sessions::debug_append)),
         ]
     })
 }

@@ -46,6 +46,8 @@ struct InvokeParams {
 struct InvokeContext {
     cwd: Option<PathBuf>,
     session_id: Option<String>,
+    /// The sandbox posture for commands this call runs (see docs/protocol.md).
+    exec_sandbox: Option<crate::sandbox::ExecSandboxRequest>,
     /// Hosts pass more (chatId, …); it is accepted and not needed here.
     #[serde(flatten)]
     _rest: Map<String, Value>,
@@ -97,6 +99,7 @@ pub async fn invoke(app: Arc<App>, call: Call) -> Outcome {
             .unwrap_or_else(|| format!("call_{}", CALLS.fetch_add(1, Ordering::Relaxed))),
         session_id: p.context.session_id,
         lifecycle: Some(app.lifecycle.clone()),
+        exec_sandbox: p.context.exec_sandbox,
     };
     let result = app.router.dispatch(&p.name, p.arguments, ctx).await;
     reply(&result)

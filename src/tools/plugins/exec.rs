@@ -4,8 +4,10 @@
 //! The child gets its own process group so a timeout, a cancellation or a shutdown can kill
 //! everything it started (a `cmd &` grandchild, a subshell), not just the direct child. The
 //! group is also killed after the child exits normally: stragglers would otherwise hold our
-//! stdout pipe open and keep the call from finishing.
+//! stdout pipe open and keep the call from finishing. Children start through
+//! `sandbox::spawn` (the sandbox launcher when the service is installed).
 
+use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
@@ -13,12 +15,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::manifest::{PluginToolSpec, format_duration};
 use crate::lifecycle::Lifecycle;
+use crate::sandbox::spawn::{PrivateTmp, SpawnSpec, Spawned, spawn};
+use crate::sandbox::{ExecSandboxRequest, Marker};
 
 /// Bytes of each stream's start kept in a summary.
 const SUMMARY_HEAD: usize = 900;
@@ -30,13 +34,12 @@ const TAIL_KEEP: usize = 1024;
 /// Longest a plugin's error kind may be before it is cut.
 const MAX_KIND_LEN: usize = 64;
 /// After the group is killed, how long the readers may take to drain what the pipes still hold.
-/// Only a process that left the group (setsid) while keeping our pipe open can make this bite.
-const DRAIN_GRACE: Duration = Duration::from_secs(1);
+/// Only a process that left the group (setsid) while keeping our pipe open can make this bite;
+/// generous because a loaded runtime (hundreds of concurrent calls on two cores) may not get
+/// to a reader for a while, and cutting a reader short loses output already in the pipe.
+const DRAIN_GRACE: Duration = Duration::from_secs(5);
 /// How long to wait for the kernel to let us reap a SIGKILLed child.
 const REAP_GRACE: Duration = Duration::from_secs(5);
-/// Spawn attempts when exec(2) says ETXTBSY: the file is briefly held open for writing (being
-/// replaced, or a concurrent fork inherited a writer's descriptor).
-const SPAWN_ATTEMPTS: u32 = 5;
 
 /// How one call ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -175,22 +178,113 @@ pub async fn run_tool(
     lifecycle: Option<&Lifecycle>,
     max_capture: usize,
 ) -> ExecOutcome {
+    run_sandboxed(spec, args, cwd, cancel, lifecycle, max_capture, None)
+        .await
+        .0
+}
+
+/// [`run_tool`] with the call's sandbox request; also returns the `_sandbox` marker the call
+/// ran under (`None` when no sandbox service is installed, e.g. in unit tests).
+///
+/// Plugin executables run through the sandbox launcher (no PID namespace: a plugin may report
+/// its own pids); without an installed service they run directly, still in their own group
+/// with a death signal.
+pub async fn run_sandboxed(
+    spec: &PluginToolSpec,
+    args: &Value,
+    cwd: &Path,
+    cancel: &CancellationToken,
+    lifecycle: Option<&Lifecycle>,
+    max_capture: usize,
+    request: Option<&ExecSandboxRequest>,
+) -> (ExecOutcome, Option<Marker>) {
+    let sandbox = crate::sandbox::global();
+    let marker = match &sandbox {
+        Some(sb) => Some(sb.describe(request.and_then(|r| r.network)).await.marker),
+        None => None,
+    };
+    let outcome = run_inner(
+        spec,
+        args,
+        cwd,
+        cancel,
+        lifecycle,
+        max_capture,
+        request,
+        sandbox,
+    )
+    .await;
+    (outcome, marker)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_inner(
+    spec: &PluginToolSpec,
+    args: &Value,
+    cwd: &Path,
+    cancel: &CancellationToken,
+    lifecycle: Option<&Lifecycle>,
+    max_capture: usize,
+    request: Option<&ExecSandboxRequest>,
+    sandbox: Option<std::sync::Arc<crate::sandbox::Sandbox>>,
+) -> ExecOutcome {
     if cancel.is_cancelled() {
         return ExecOutcome::Cancelled;
     }
-    let mut cmd = Command::new(&spec.exec);
-    cmd.args(&spec.args)
-        .envs(&spec.env)
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+    let tmp = match &sandbox {
+        Some(_) => match PrivateTmp::create() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                return ExecOutcome::SpawnFailed {
+                    message: format!(
+                        "cannot create a private temp dir for {}: {e}",
+                        spec.exec.display()
+                    ),
+                };
+            }
+        },
+        None => None,
+    };
+    let (launch, launcher) = match &sandbox {
+        Some(sb) => match sb
+            .prepare(cwd, request, tmp.as_ref().map(PrivateTmp::path), false)
+            .await
+        {
+            Ok(p) => (p.launch, sb.launcher().map(Path::to_path_buf)),
+            Err(e) => {
+                return ExecOutcome::SpawnFailed {
+                    message: format!("the sandbox refused to run {}: {e}", spec.exec.display()),
+                };
+            }
+        },
+        None => (None, None),
+    };
+    let mut extra_env: Vec<(OsString, OsString)> =
+        spec.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
+    if let Some(t) = &tmp {
+        for k in ["TMPDIR", "TMP", "TEMP"] {
+            extra_env.push((k.into(), t.path().as_os_str().to_os_string()));
+        }
+    }
+    let request = SpawnSpec {
+        program: spec.exec.clone(),
+        args: spec.args.iter().map(OsString::from).collect(),
+        cwd: cwd.to_path_buf(),
+        env: None,
+        extra_env,
+        stdin: Stdio::piped(),
+        launch,
+        launcher,
+    };
 
     let start = Instant::now();
-    let mut child = match spawn(&mut cmd).await {
-        Ok(c) => c,
+    // From here on every exit path, including this future being dropped, kills and
+    // unregisters the group (see `Group`).
+    let Spawned {
+        mut child,
+        group: mut guard,
+    } = match spawn(request, lifecycle).await {
+        Ok(s) => s,
         Err(e) => {
             return ExecOutcome::SpawnFailed {
                 message: format!(
@@ -200,24 +294,6 @@ pub async fn run_tool(
                 ),
             };
         }
-    };
-    // process_group(0) makes the child its own group leader, so its pid is the pgid.
-    let Some(pgid) = child.id().and_then(|p| i32::try_from(p).ok()) else {
-        return ExecOutcome::SpawnFailed {
-            message: format!(
-                "{} exited before its pid could be read",
-                spec.exec.display()
-            ),
-        };
-    };
-    if let Some(l) = lifecycle {
-        l.register_child_group(pgid);
-    }
-    // From here on every exit path, including this future being dropped, kills and unregisters.
-    let mut guard = GroupGuard {
-        pgid,
-        lifecycle,
-        armed: true,
     };
 
     let stdin_task = child.stdin.take().map(|mut stdin| {
@@ -243,14 +319,14 @@ pub async fn run_tool(
     // Also after a normal exit: stragglers would hold our pipes open. Any straggler keeps the
     // group id alive; with none left, the id could only be recycled in the microseconds since
     // the reap, which pid allocation (sequential, wrapping at pid_max) makes practically moot.
-    kill_group(pgid);
+    guard.kill();
     let reaped = match &end {
         End::Exited(_) => true,
         _ => reap(&mut child).await,
     };
     if reaped {
         // Done with the group; the guard must not signal a possibly recycled id later.
-        guard.armed = false;
+        guard.disarm();
     }
     if let Some(t) = stdin_task {
         t.abort();
@@ -282,47 +358,6 @@ enum End {
     Exited(std::io::Result<ExitStatus>),
     TimedOut,
     Cancelled,
-}
-
-async fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
-    let mut attempt = 1;
-    loop {
-        match cmd.spawn() {
-            Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && attempt < SPAWN_ATTEMPTS => {
-                attempt += 1;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            other => return other,
-        }
-    }
-}
-
-/// Kills the group and unregisters it however `run_tool` ends (a dropped future included).
-struct GroupGuard<'a> {
-    pgid: i32,
-    lifecycle: Option<&'a Lifecycle>,
-    armed: bool,
-}
-
-impl Drop for GroupGuard<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            kill_group(self.pgid);
-        }
-        if let Some(l) = self.lifecycle {
-            l.unregister_child_group(self.pgid);
-        }
-    }
-}
-
-fn kill_group(pgid: i32) {
-    // Never 0 or 1: killpg(0) is our own group and 1 is init.
-    if pgid > 1 {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pgid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
 }
 
 async fn reap(child: &mut Child) -> bool {

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::PluginError;
-use super::exec::run_tool;
+use super::exec::run_sandboxed;
 use super::manifest::{PluginManifest, PluginToolSpec, load_dir, load_file};
 use crate::tools::router::{RegisterError, Registration, Router};
 use crate::tools::{Exposure, Tool, ToolContext, ToolFuture, ToolMode, ToolResult, classify};
@@ -93,19 +93,25 @@ impl Tool for PluginTool {
     }
     fn call(self: Arc<Self>, ctx: ToolContext, args: Map<String, Value>) -> ToolFuture {
         Box::pin(async move {
-            let outcome = run_tool(
+            let (outcome, sandbox) = run_sandboxed(
                 &self.spec,
                 &Value::Object(args),
                 &ctx.workspace_root,
                 &ctx.cancel,
                 ctx.lifecycle.as_deref(),
                 self.max_capture,
+                ctx.exec_sandbox.as_ref(),
             )
             .await;
             let json = outcome.to_tool_result(&self.spec.name);
-            serde_json::from_value(json).unwrap_or_else(|e| {
+            let result: ToolResult = serde_json::from_value(json).unwrap_or_else(|e| {
                 ToolResult::recoverable(format!("plugin result could not be read: {e}"))
-            })
+            });
+            // Every sandboxed result says what it ran under.
+            match sandbox {
+                Some(m) => result.with_data("_sandbox", serde_json::json!(m)),
+                None => result,
+            }
         })
     }
 }
@@ -140,12 +146,23 @@ impl PluginRegistry {
     }
 
     /// Loads the configured plugin directories: `OUTRIGGER_PLUGIN_DIR` (must exist when set)
-    /// and `<home>/plugins/` (optional).
+    /// and `<home>/plugins/` (optional). The same directory named both ways loads once.
     pub fn load_configured(&self, home: &Path) -> Result<(), PluginOpError> {
-        if let Some(dir) = std::env::var_os("OUTRIGGER_PLUGIN_DIR").filter(|d| !d.is_empty()) {
-            self.load_dir(Path::new(&dir), true)?;
+        let home_dir = home.join("plugins");
+        let explicit = std::env::var_os("OUTRIGGER_PLUGIN_DIR")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from);
+        if let Some(dir) = &explicit {
+            self.load_dir(dir, true)?;
         }
-        self.load_dir(&home.join("plugins"), false)
+        let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => a == b,
+        };
+        if explicit.as_deref().is_some_and(|d| same(d, &home_dir)) {
+            return Ok(());
+        }
+        self.load_dir(&home_dir, false)
     }
 
     fn add(&self, manifest: PluginManifest) -> Result<(), PluginOpError> {
@@ -157,7 +174,7 @@ impl PluginRegistry {
                 second: manifest.path.display().to_string(),
             });
         }
-        self.register_all(&manifest)?;
+        self.swap(None, Some(&manifest))?;
         plugins.insert(
             manifest.name.clone(),
             Loaded {
@@ -168,33 +185,44 @@ impl PluginRegistry {
         Ok(())
     }
 
-    /// Registers every tool of `manifest`, or none: a failure rolls back what it registered.
-    fn register_all(&self, manifest: &PluginManifest) -> Result<(), PluginOpError> {
-        for (i, spec) in manifest.tools.iter().enumerate() {
-            let mut reg = Registration::new(Arc::new(PluginTool {
-                spec: spec.clone(),
-                max_capture: self.max_capture,
-            }));
-            reg.plugin = Some(manifest.name.clone());
-            if let Err(source) = self.router.register(reg) {
-                for done in &manifest.tools[..i] {
-                    self.router.unregister(&done.name);
-                }
-                return Err(PluginOpError::Conflict {
-                    plugin: manifest.name.clone(),
-                    path: manifest.path.display().to_string(),
-                    tool: spec.name.clone(),
-                    source,
-                });
-            }
-        }
-        Ok(())
+    fn registrations(&self, manifest: &PluginManifest) -> Vec<Registration> {
+        manifest
+            .tools
+            .iter()
+            .map(|spec| {
+                let mut reg = Registration::new(Arc::new(PluginTool {
+                    spec: spec.clone(),
+                    max_capture: self.max_capture,
+                }));
+                reg.plugin = Some(manifest.name.clone());
+                reg
+            })
+            .collect()
     }
 
-    fn unregister_all(&self, manifest: &PluginManifest) {
-        for spec in &manifest.tools {
-            self.router.unregister(&spec.name);
-        }
+    /// Swaps `old`'s tools for `new`'s in one step (either may be absent): all or nothing.
+    fn swap(
+        &self,
+        old: Option<&PluginManifest>,
+        new: Option<&PluginManifest>,
+    ) -> Result<(), PluginOpError> {
+        let remove: Vec<String> = old
+            .map(|m| m.tools.iter().map(|t| t.name.clone()).collect())
+            .unwrap_or_default();
+        let add = new.map(|m| self.registrations(m)).unwrap_or_default();
+        self.router.swap(&remove, add).map_err(|source| {
+            let m = new.or(old);
+            PluginOpError::Conflict {
+                plugin: m.map(|m| m.name.clone()).unwrap_or_default(),
+                path: m.map(|m| m.path.display().to_string()).unwrap_or_default(),
+                tool: match &source {
+                    RegisterError::Conflict { name, .. } | RegisterError::InvalidName(name) => {
+                        name.clone()
+                    }
+                },
+                source,
+            }
+        })
     }
 
     fn row(loaded: &Loaded) -> PluginRow {
@@ -237,7 +265,7 @@ impl PluginRegistry {
             if p.enabled {
                 return Err(PluginOpError::AlreadyEnabled(name.to_string()));
             }
-            self.register_all(&p.manifest)?;
+            self.swap(None, Some(&p.manifest))?;
             p.enabled = true;
             Ok(Self::row(p))
         })
@@ -248,7 +276,7 @@ impl PluginRegistry {
             if !p.enabled {
                 return Err(PluginOpError::AlreadyDisabled(name.to_string()));
             }
-            self.unregister_all(&p.manifest);
+            self.swap(Some(&p.manifest), None)?;
             p.enabled = false;
             Ok(Self::row(p))
         })
@@ -263,13 +291,7 @@ impl PluginRegistry {
             // The registry key stays the plugin's name even if the manifest renamed it.
             fresh.name = p.manifest.name.clone();
             if p.enabled {
-                self.unregister_all(&p.manifest);
-                if let Err(e) = self.register_all(&fresh) {
-                    if let Err(restore) = self.register_all(&p.manifest) {
-                        tracing::error!("plugin '{name}': could not restore its tools: {restore}");
-                    }
-                    return Err(e);
-                }
+                self.swap(Some(&p.manifest), Some(&fresh))?;
             }
             p.manifest = fresh;
             Ok(Self::row(p))

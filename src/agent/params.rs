@@ -1,0 +1,472 @@
+//! `agent.chat.stream` / `agent.chat.fork` params: parsing and validation in the reference's
+//! order (§1.8), all before any provider request. Every failure is an `invalid_params`
+//! message naming the field and the fix.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::harness::ToolsStrategy;
+use crate::llm::{
+    self, LlmSettings, Message, Provider, ProviderParams, Role, SamplingDefaults, catalog,
+    presets::PresetMode,
+};
+use crate::sandbox::ExecSandboxRequest;
+
+/// `maxRounds` when unset (DESIGN.md loop defaults) and its ceiling.
+pub const DEFAULT_MAX_ROUNDS: u64 = 80;
+pub const MAX_MAX_ROUNDS: u64 = 10_000;
+/// Consecutive failed tool results that end the turn, when unset; and its ceiling.
+pub const DEFAULT_MAX_TOOL_ERRORS: u64 = 16;
+pub const MAX_MAX_TOOL_ERRORS: u64 = 10_000;
+/// Per-tool backstop when unset (sidecar.md), and the ceiling of tool and soft timeouts.
+pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 300_000;
+pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
+/// Tool calls a turn may run when `budgetMaxToolCalls` is unset (reference 0.6.72).
+pub const DEFAULT_MAX_TOOL_CALLS: u64 = 10_000;
+pub const MAX_MAX_TOOL_CALLS: u64 = 1_000_000;
+/// Ceiling of `budgetTokens` and `maxContextTokens` (a typo must not mean "unbounded").
+pub const MAX_TOKENS_CEILING: u64 = 1_000_000_000_000;
+/// Cached prompt tokens count this much toward the token budget (sidecar.md).
+pub const CACHED_TOKEN_WEIGHT: f64 = 0.1;
+/// A `systemPrompt` longer than this many characters (~4096 tokens) is cut with a marker.
+pub const MAX_SYSTEM_PROMPT_CHARS: usize = 16_384;
+
+/// The raw params; unknown keys are tolerated (hosts send reference-only extras) except the
+/// reference features this build does not have, which are refused by `refuse_unsupported`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Raw {
+    #[serde(default)]
+    messages: Option<Value>,
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    max_tokens: Option<u64>,
+    reasoning_effort: Option<String>,
+    provider_options: Option<Map<String, Value>>,
+    presets: Option<Value>,
+    /// Accepted and ignored: every stream runs the CoreLoop (DESIGN.md).
+    #[serde(rename = "useCoreLoop")]
+    _use_core_loop: Option<Value>,
+    stream_id: Option<String>,
+    chat_id: Option<String>,
+    record_id: Option<String>,
+    #[serde(default)]
+    resume: bool,
+    max_rounds: Option<u64>,
+    max_tool_errors: Option<u64>,
+    budget_tokens: Option<u64>,
+    budget_max_tool_calls: Option<u64>,
+    soft_timeout_ms: Option<i64>,
+    tool_timeout_ms: Option<i64>,
+    steer_mode: Option<String>,
+    max_context_tokens: Option<u64>,
+    content_mode: Option<String>,
+    #[serde(default)]
+    stream_raw_chunks: bool,
+    system_prompt: Option<String>,
+    cwd: Option<PathBuf>,
+    tools_strategy: Option<String>,
+    exec_sandbox: Option<ExecSandboxRequest>,
+    session_id: Option<String>,
+    // agent.chat.fork sources
+    until_seq: Option<i64>,
+    trace_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SteerMode {
+    Boundary,
+    Interrupt,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContentMode {
+    All,
+    Final,
+}
+
+/// The resolved loop knobs.
+#[derive(Debug, Clone)]
+pub struct LoopConfig {
+    pub max_rounds: u64,
+    pub max_tool_errors: u64,
+    pub budget_tokens: u64,
+    pub max_tool_calls: u64,
+    pub soft_timeout: Option<Duration>,
+    pub tool_timeout: Duration,
+    pub steer_mode: SteerMode,
+    pub window: u64,
+    pub content_mode: ContentMode,
+    pub raw_chunks: bool,
+    pub strategy: ToolsStrategy,
+}
+
+/// Everything a turn needs, validated.
+pub struct ChatParams {
+    pub provider: Arc<dyn Provider>,
+    pub model: String,
+    pub pricing: Option<catalog::Pricing>,
+    pub messages: Vec<Message>,
+    pub system_prompt: Option<String>,
+    pub stream_id: String,
+    pub chat_id: Option<String>,
+    pub record_id: Option<String>,
+    pub resume: bool,
+    pub cfg: LoopConfig,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub max_tokens: Option<u64>,
+    pub reasoning_effort: Option<String>,
+    pub provider_options: Map<String, Value>,
+    pub cwd: PathBuf,
+    pub exec_sandbox: Option<ExecSandboxRequest>,
+    pub session_id: Option<String>,
+    pub fork_until_seq: Option<i64>,
+}
+
+/// Which method the params came with: fork has its own source rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Stream,
+    Fork,
+}
+
+/// Reference params naming features this build does not implement: refused rather than
+/// silently ignored, so a host never believes they took effect.
+const UNSUPPORTED: &[(&str, &str)] = &[
+    ("toolsViaHost", "host-executed tools (reverse tool.invoke)"),
+    ("tools", "host tool descriptors"),
+    ("mcp", "per-turn MCP servers"),
+    ("orchestration", "multi-agent orchestration"),
+    ("approval", "the approval layer"),
+    ("skills", "skills injection"),
+    ("askUser", "ask_user"),
+    ("worldState", "world-state injection"),
+    ("antiHallucination", "the anti-hallucination gate"),
+];
+
+fn refuse_unsupported(obj: &Map<String, Value>) -> Result<(), String> {
+    for (key, what) in UNSUPPORTED {
+        let set = match obj.get(*key) {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => false,
+            Some(Value::Array(a)) => !a.is_empty(),
+            Some(_) => true,
+        };
+        if set {
+            return Err(format!(
+                "{key} is not supported by this sidecar ({what} is not implemented); remove it"
+            ));
+        }
+    }
+    // The reference turns sub-agents on by default; only an explicit configuration is refused.
+    if matches!(obj.get("subagent"), Some(Value::Object(_))) {
+        return Err(
+            "subagent is not supported by this sidecar (delegation is not implemented); remove it or pass false"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+fn ranged(name: &str, v: Option<u64>, default: u64, min: u64, max: u64) -> Result<u64, String> {
+    let n = v.unwrap_or(default);
+    if n < min || n > max {
+        return Err(format!("{name} must be between {min} and {max}, got {n}"));
+    }
+    Ok(n)
+}
+
+fn timeout_ms(name: &str, v: Option<i64>) -> Result<Option<Duration>, String> {
+    match v {
+        None => Ok(None),
+        Some(n) if n <= 0 => Err(format!(
+            "{name} must be a positive number of milliseconds, got {n}; omit it for the default"
+        )),
+        Some(n) if n.unsigned_abs() > MAX_TIMEOUT_MS => Err(format!(
+            "{name} must be at most {MAX_TIMEOUT_MS} ms, got {n}"
+        )),
+        Some(n) => Ok(Some(Duration::from_millis(n.unsigned_abs()))),
+    }
+}
+
+/// `budgetTokens` when unset: `max(2 × window, floor(maxRounds × window × 0.1))`.
+pub fn default_budget(max_rounds: u64, window: u64) -> u64 {
+    let scaled = (max_rounds as f64 * window as f64 * CACHED_TOKEN_WEIGHT).floor() as u64;
+    scaled.max(window.saturating_mul(2))
+}
+
+/// Caps a system prompt fragment, marking the cut.
+pub fn cap_system_prompt(s: &str) -> String {
+    if s.chars().count() <= MAX_SYSTEM_PROMPT_CHARS {
+        return s.to_string();
+    }
+    let cut: String = s.chars().take(MAX_SYSTEM_PROMPT_CHARS).collect();
+    format!("{cut}\n[fragment truncated]")
+}
+
+/// Validates `agent.chat.stream` (or `.fork`) params in the reference's order: params object
+/// → provider construction → messages → resume → systemPrompt → contentMode.
+pub fn parse(v: &Value, settings: LlmSettings, method: Method) -> Result<ChatParams, String> {
+    let Value::Object(obj) = v else {
+        return Err("params must be an object".into());
+    };
+    let raw: Raw = serde_json::from_value(v.clone()).map_err(|e| format!("invalid params: {e}"))?;
+    refuse_unsupported(obj)?;
+    // Provider construction.
+    let pp: ProviderParams =
+        serde_json::from_value(v.clone()).map_err(|e| format!("invalid params: {e}"))?;
+    if pp.provider.trim().is_empty() {
+        return Err(
+            "failed to construct LLM provider: provider is required (e.g. \"openai_compat\" or \"scripted\")".into(),
+        );
+    }
+    if pp.provider != "scripted" && pp.model.trim().is_empty() {
+        return Err(
+            "failed to construct LLM provider: model is required (e.g. \"gpt-4o-mini\")".into(),
+        );
+    }
+    let base = pp.base_url.clone().unwrap_or_default();
+    let info = catalog::resolve(&pp.model, pp.base_url.as_deref());
+    if let Some(effort) = &raw.reasoning_effort {
+        catalog::check_reasoning_effort(&info, effort)
+            .map_err(|e| format!("failed to construct LLM provider: {e}"))?;
+    }
+    let mode = PresetMode::parse(raw.presets.as_ref())
+        .map_err(|e| format!("failed to construct LLM provider: {e}"))?;
+    let defaults = mode.preset_for(&base, &pp.model).map(|p| SamplingDefaults {
+        temperature: p.temperature,
+        top_p: p.top_p,
+        max_tokens: p.max_tokens,
+        reasoning_effort: p.reasoning_effort,
+        extra_body: p.extra_body.unwrap_or_default(),
+    });
+    let provider = llm::build_provider(&pp, settings, defaults)
+        .map_err(|e| format!("failed to construct LLM provider: {e}"))?;
+    // Messages.
+    let messages = match &raw.messages {
+        None | Some(Value::Null) => Vec::new(),
+        Some(m) => llm::parse_messages(m)?,
+    };
+    if method == Method::Stream && !raw.resume && messages.is_empty() {
+        return Err(
+            "messages must not be empty (send at least one user message, or resume: true)".into(),
+        );
+    }
+    // Resume.
+    if raw.resume {
+        if method == Method::Fork {
+            return Err(
+                "agent.chat.fork does not take resume; fork, then resume the new record".into(),
+            );
+        }
+        if !messages.is_empty() {
+            return Err(
+                "resume: true requires messages to be empty (the record is the transcript)".into(),
+            );
+        }
+        if raw
+            .record_id
+            .as_deref()
+            .or(raw.chat_id.as_deref())
+            .is_none_or(|s| s.trim().is_empty())
+        {
+            return Err(
+                "resume: true requires recordId (or chatId) naming the record to continue".into(),
+            );
+        }
+    }
+    // systemPrompt exclusivity.
+    if raw.system_prompt.is_some()
+        && !raw.resume
+        && messages.first().is_some_and(|m| m.role == Role::System)
+    {
+        return Err(
+            "systemPrompt and a leading system message are mutually exclusive; send one of them"
+                .into(),
+        );
+    }
+    // contentMode.
+    let content_mode = match raw.content_mode.as_deref() {
+        None | Some("all") => ContentMode::All,
+        Some("final") => ContentMode::Final,
+        Some(other) => {
+            return Err(format!(
+                "contentMode must be 'all' or 'final', got '{other}'"
+            ));
+        }
+    };
+    let steer_mode = match raw.steer_mode.as_deref() {
+        None | Some("boundary") => SteerMode::Boundary,
+        Some("interrupt") => SteerMode::Interrupt,
+        Some(other) => {
+            return Err(format!(
+                "steerMode must be 'boundary' or 'interrupt', got '{other}'"
+            ));
+        }
+    };
+    let strategy = match raw.tools_strategy.as_deref() {
+        None => ToolsStrategy::Full,
+        Some(s) => ToolsStrategy::parse(s).ok_or_else(|| {
+            format!("toolsStrategy must be 'full', 'minimal' or 'progressive', got '{s}'")
+        })?,
+    };
+    if method == Method::Fork {
+        if raw.trace_id.is_some() {
+            return Err(
+                "forking from a traceId is not supported; pass recordId (and untilSeq)".into(),
+            );
+        }
+        if raw.record_id.as_deref().is_none_or(|s| s.trim().is_empty()) {
+            return Err("agent.chat.fork requires recordId naming the record to fork".into());
+        }
+    }
+    let max_rounds = ranged(
+        "maxRounds",
+        raw.max_rounds,
+        DEFAULT_MAX_ROUNDS,
+        1,
+        MAX_MAX_ROUNDS,
+    )?;
+    let max_tool_errors = ranged(
+        "maxToolErrors",
+        raw.max_tool_errors,
+        DEFAULT_MAX_TOOL_ERRORS,
+        1,
+        MAX_MAX_TOOL_ERRORS,
+    )?;
+    let max_tool_calls = ranged(
+        "budgetMaxToolCalls",
+        raw.budget_max_tool_calls,
+        DEFAULT_MAX_TOOL_CALLS,
+        1,
+        MAX_MAX_TOOL_CALLS,
+    )?;
+    let window = match raw.max_context_tokens {
+        Some(w) => ranged("maxContextTokens", Some(w), w, 1, MAX_TOKENS_CEILING)?,
+        None => info.window,
+    };
+    let budget_tokens = match raw.budget_tokens {
+        Some(b) => ranged("budgetTokens", Some(b), b, 1, MAX_TOKENS_CEILING)?,
+        None => default_budget(max_rounds, window),
+    };
+    let tool_timeout = timeout_ms("toolTimeoutMs", raw.tool_timeout_ms)?
+        .unwrap_or(Duration::from_millis(DEFAULT_TOOL_TIMEOUT_MS));
+    let soft_timeout = timeout_ms("softTimeoutMs", raw.soft_timeout_ms)?;
+    let cwd = match raw.cwd {
+        Some(c) if !c.is_absolute() => {
+            return Err(format!("cwd must be an absolute path, got {}", c.display()));
+        }
+        Some(c) if !c.is_dir() => return Err(format!("cwd {} is not a directory", c.display())),
+        Some(c) => c,
+        None => std::env::current_dir()
+            .map_err(|e| format!("cannot read the process's working directory ({e}); pass cwd"))?,
+    };
+    let stream_id = match raw.stream_id {
+        Some(s) if s.trim().is_empty() => return Err("streamId must not be empty".into()),
+        Some(s) => s,
+        None => super::ids::stream_id(),
+    };
+    Ok(ChatParams {
+        provider,
+        model: pp.model.clone(),
+        pricing: info.pricing,
+        messages,
+        system_prompt: raw.system_prompt.map(|s| cap_system_prompt(&s)),
+        stream_id,
+        chat_id: raw.chat_id.filter(|s| !s.trim().is_empty()),
+        record_id: raw.record_id.filter(|s| !s.trim().is_empty()),
+        resume: raw.resume,
+        cfg: LoopConfig {
+            max_rounds,
+            max_tool_errors,
+            budget_tokens,
+            max_tool_calls,
+            soft_timeout,
+            tool_timeout,
+            steer_mode,
+            window,
+            content_mode,
+            raw_chunks: raw.stream_raw_chunks,
+            strategy,
+        },
+        temperature: raw.temperature,
+        top_p: raw.top_p,
+        max_tokens: raw.max_tokens,
+        reasoning_effort: raw.reasoning_effort,
+        provider_options: raw.provider_options.unwrap_or_default(),
+        cwd,
+        exec_sandbox: raw.exec_sandbox,
+        session_id: raw.session_id,
+        fork_until_seq: raw.until_seq,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn p(v: Value) -> Result<ChatParams, String> {
+        parse(&v, LlmSettings::default(), Method::Stream)
+    }
+
+    fn scripted(extra: Value) -> Value {
+        let mut base = json!({"provider": "scripted", "model": "m", "script": [{"text": "hi"}],
+            "messages": [{"role": "user", "content": "hi"}]});
+        if let (Value::Object(b), Value::Object(e)) = (&mut base, extra) {
+            b.extend(e);
+        }
+        base
+    }
+
+    #[test]
+    fn budget_formula_vectors() {
+        assert_eq!(default_budget(12, 131_072), 262_144);
+        assert_eq!(default_budget(80, 60_000), 480_000);
+        assert_eq!(default_budget(80, 131_072), 1_048_576);
+    }
+
+    #[test]
+    fn defaults_and_order() {
+        let c = p(scripted(json!({}))).unwrap();
+        assert_eq!(c.cfg.max_rounds, 80);
+        assert_eq!(c.cfg.max_tool_errors, 16);
+        assert_eq!(c.cfg.tool_timeout, Duration::from_millis(300_000));
+        assert!(c.stream_id.starts_with("str_") && c.stream_id.len() == 36);
+        // Provider construction comes before message validation.
+        let e = p(json!({"provider": "bogus", "messages": [{"role": "wizard", "content": ""}]}))
+            .err()
+            .unwrap();
+        assert!(e.contains("failed to construct LLM provider"), "{e}");
+        let e = p(scripted(
+            json!({"messages": [{"role": "wizard", "content": "x"}]}),
+        ))
+        .err()
+        .unwrap();
+        assert!(e.starts_with("invalid role: 'wizard'"), "{e}");
+        let e = p(scripted(json!({"resume": true}))).err().unwrap();
+        assert!(e.contains("messages to be empty"), "{e}");
+        let e = p(scripted(json!({"resume": true, "messages": []})))
+            .err()
+            .unwrap();
+        assert!(e.contains("recordId"), "{e}");
+        let e = p(scripted(
+            json!({"systemPrompt": "x", "messages": [{"role": "system", "content": "s"}]}),
+        ))
+        .err()
+        .unwrap();
+        assert!(e.contains("mutually exclusive"), "{e}");
+        let e = p(scripted(json!({"contentMode": "some"}))).err().unwrap();
+        assert!(e.contains("'all' or 'final'"), "{e}");
+        assert!(p(scripted(json!({"toolTimeoutMs": 0}))).is_err());
+        assert!(p(scripted(json!({"maxRounds": 0}))).is_err());
+        assert!(p(scripted(json!({"mcp": [{"command": "x"}]}))).is_err());
+        assert!(p(scripted(json!({"subagent": false, "useCoreLoop": false}))).is_ok());
+        let c = p(scripted(json!({"maxContextTokens": 1000, "maxRounds": 3}))).unwrap();
+        assert_eq!(c.cfg.budget_tokens, 2000);
+    }
+}

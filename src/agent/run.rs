@@ -1,0 +1,585 @@
+//! The loop. One round (reference §2.3): drain steers → maxRounds guard → soft timeout →
+//! pre-step compaction → flush the record → stream the provider → no tool calls: done;
+//! tool calls: commit the call message, run the batches, round_end, next round.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use super::compaction as cx;
+use super::notices::Emitter;
+use super::params::{ChatParams, ContentMode};
+use super::persist;
+use super::stream::StreamHandle;
+use super::trace::Trace;
+use crate::app::App;
+use crate::llm::{LlmError, LlmEvent, LlmRequest, Message, Role, ToolCall, Usage};
+use crate::store::{BoundaryAction, ItemKind};
+
+/// A cancelled or interrupted tool gets this long to stop (and kill its process group)
+/// before its future is dropped; well inside the 5 s cancel promise.
+pub const TOOL_STOP_GRACE: Duration = Duration::from_secs(2);
+/// A steer message longer than this many characters is cut with a visible marker.
+pub const MAX_STEER_CHARS: usize = 32_000;
+
+pub const WRAP_UP_PROMPT: &str = "Time is up for this turn. Do not call any more tools: answer now with what you have, and say what is left undone.";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Completed,
+    Failed,
+    BudgetExhausted,
+    Cancelled,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::BudgetExhausted => "budget_exhausted",
+            Status::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub status: Status,
+    pub reason: String,
+}
+
+fn done(status: Status, reason: impl Into<String>) -> Completion {
+    Completion {
+        status,
+        reason: reason.into(),
+    }
+}
+
+/// Token totals of the turn, shared so the watchdog can report them after a hard stop.
+pub type Totals = Arc<Mutex<Usage>>;
+
+/// A turn in progress.
+pub struct Turn {
+    pub app: Arc<App>,
+    pub p: ChatParams,
+    pub handle: Arc<StreamHandle>,
+    pub emit: Emitter,
+    pub trace: Trace,
+    pub record_id: String,
+    pub items: Vec<Message>,
+    pub kinds: Vec<ItemKind>,
+    /// `items[..persisted]` are in the durable record.
+    pub persisted: usize,
+    pub totals: Totals,
+    pub(super) budget_used: u64,
+    pub(super) rounds: u64,
+    pub(super) tool_errors: u64,
+    pub(super) tool_calls_run: u64,
+    /// Prompt tokens the provider reported last, and the transcript length at that request.
+    pub(super) last_prompt: Option<(u64, usize)>,
+    pub(super) compact_armed: bool,
+    pub(super) wrap_up: bool,
+    pub(super) started: Instant,
+}
+
+enum Streamed {
+    Done {
+        text: String,
+        reasoning: String,
+        calls: Vec<ToolCall>,
+        finish: String,
+    },
+    Cancelled {
+        text: String,
+    },
+    Error(LlmError),
+}
+
+impl Turn {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        app: Arc<App>,
+        p: ChatParams,
+        handle: Arc<StreamHandle>,
+        emit: Emitter,
+        trace: Trace,
+        record_id: String,
+        items: Vec<Message>,
+        persisted: usize,
+        totals: Totals,
+    ) -> Turn {
+        let kinds = items.iter().map(persist::kind_for).collect();
+        Turn {
+            app,
+            p,
+            handle,
+            emit,
+            trace,
+            record_id,
+            items,
+            kinds,
+            persisted,
+            totals,
+            budget_used: 0,
+            rounds: 0,
+            tool_errors: 0,
+            tool_calls_run: 0,
+            last_prompt: None,
+            compact_armed: true,
+            wrap_up: false,
+            started: Instant::now(),
+        }
+    }
+
+    pub(super) fn push(&mut self, m: Message, kind: ItemKind) {
+        self.items.push(m);
+        self.kinds.push(kind);
+    }
+
+    /// Appends every not-yet-persisted item, each its own committed transaction.
+    pub(super) async fn flush(&mut self) -> Result<(), String> {
+        while self.persisted < self.items.len() {
+            let i = self.persisted;
+            persist::append(
+                &self.app.store,
+                &self.record_id,
+                self.kinds[i].clone(),
+                &self.items[i],
+            )
+            .await
+            .map_err(|e| format!("cannot write the durable record {}: {e}", self.record_id))?;
+            self.persisted += 1;
+        }
+        Ok(())
+    }
+
+    pub(super) fn notice(&self, kind: &str, mut v: Map<String, Value>) {
+        v.insert("kind".into(), json!(kind));
+        let v = Value::Object(v);
+        self.trace.event(kind, kind, Some(v.clone()));
+        self.emit.notice(v);
+    }
+
+    pub(super) fn failed(&self, reason: impl Into<String>) -> Completion {
+        let reason = reason.into();
+        self.trace
+            .event("error", "error", Some(json!({"message": reason})));
+        done(Status::Failed, reason)
+    }
+
+    /// Records what the model said before the cancel (never a tool call) and stops.
+    pub(super) async fn cancelled(&mut self, partial: String) -> Completion {
+        if !partial.is_empty() {
+            self.push(Message::new(Role::Assistant, partial), ItemKind::Assistant);
+        }
+        if let Err(e) = self.flush().await {
+            tracing::warn!("{e}");
+        }
+        done(Status::Cancelled, "cancelled by host request")
+    }
+
+    pub async fn run(mut self) -> Completion {
+        let mut recoveries = 0u32;
+        loop {
+            if self.handle.cancel.is_cancelled() {
+                return self.cancelled(String::new()).await;
+            }
+            // 1. steer inbox
+            for s in self.handle.drain_steers() {
+                let content = if s.chars().count() > MAX_STEER_CHARS {
+                    let cut: String = s.chars().take(MAX_STEER_CHARS).collect();
+                    format!("{cut}\n[steer message truncated at {MAX_STEER_CHARS} characters]")
+                } else {
+                    s
+                };
+                let mut n = Map::new();
+                n.insert("content".into(), json!(content));
+                self.notice("steer", n);
+                self.push(Message::new(Role::User, content), ItemKind::SteerInject);
+            }
+            // 2. runaway guard
+            if self.rounds >= self.p.cfg.max_rounds {
+                let mut n = Map::new();
+                n.insert("budget".into(), json!("rounds"));
+                n.insert("rounds".into(), json!(self.rounds));
+                self.notice("budget_exhausted", n);
+                let _ = self.flush().await;
+                return done(
+                    Status::BudgetExhausted,
+                    format!("reached maxRounds={} runaway guard", self.p.cfg.max_rounds),
+                );
+            }
+            // 3. soft timeout: one final round without tools
+            if let Some(limit) = self.p.cfg.soft_timeout
+                && !self.wrap_up
+                && self.started.elapsed() >= limit
+            {
+                self.wrap_up = true;
+                let mut n = Map::new();
+                n.insert(
+                    "elapsedMs".into(),
+                    json!(self.started.elapsed().as_millis() as u64),
+                );
+                n.insert("softTimeoutMs".into(), json!(limit.as_millis() as u64));
+                n.insert("round".into(), json!(self.rounds));
+                self.notice("soft_timeout", n);
+                self.push(
+                    Message::new(Role::User, WRAP_UP_PROMPT),
+                    ItemKind::Loop("loop.wrap_up".into()),
+                );
+            }
+            // 4. pre-step compaction (manual or pressure)
+            if self.handle.take_compact() {
+                if let Err(e) = self
+                    .compact(
+                        BoundaryAction::Compact,
+                        "manual compaction requested by the host",
+                        "pre_step",
+                    )
+                    .await
+                {
+                    return self.failed(e);
+                }
+            } else if self.pressure_high() {
+                let reason = format!(
+                    "context pressure reached {:.0}% of the {}-token window",
+                    cx::TRIGGER_RATIO * 100.0,
+                    self.p.cfg.window
+                );
+                if let Err(e) = self
+                    .compact(BoundaryAction::Compact, &reason, "pre_step")
+                    .await
+                {
+                    return self.failed(e);
+                }
+            }
+            // 5. the user turn is durable before the provider hears of it
+            if let Err(e) = self.flush().await {
+                return self.failed(e);
+            }
+            // 6. stream the provider
+            let streamed = self.stream_round(!self.wrap_up).await;
+            let (text, reasoning, calls, finish) = match streamed {
+                Streamed::Cancelled { text } => return self.cancelled(text).await,
+                Streamed::Error(LlmError::ContextOverflow { message })
+                    if recoveries < cx::MAX_OVERFLOW_RECOVERIES =>
+                {
+                    recoveries += 1;
+                    let reason = format!("the provider reported a context overflow: {message}");
+                    if let Err(e) = self
+                        .compact(
+                            BoundaryAction::OverflowRecovery,
+                            &reason,
+                            "on_request_error",
+                        )
+                        .await
+                    {
+                        return self.failed(e);
+                    }
+                    continue;
+                }
+                Streamed::Error(e) => {
+                    return self.failed(format!("model request failed: {e}"));
+                }
+                Streamed::Done {
+                    text,
+                    reasoning,
+                    calls,
+                    finish,
+                } => (text, reasoning, calls, finish),
+            };
+            recoveries = 0;
+            self.rounds += 1;
+            let round = self.rounds - 1;
+            let mut assistant = Message::new(Role::Assistant, text.clone());
+            if !reasoning.is_empty() {
+                assistant.reasoning = Some(reasoning);
+            }
+            // token budget
+            if self.budget_used > self.p.cfg.budget_tokens {
+                self.push(assistant, ItemKind::Assistant);
+                let _ = self.flush().await;
+                let mut n = Map::new();
+                n.insert("budget".into(), json!("tokens"));
+                n.insert("used".into(), json!(self.budget_used));
+                n.insert("limit".into(), json!(self.p.cfg.budget_tokens));
+                self.notice("budget_exhausted", n);
+                return done(Status::BudgetExhausted, "token budget exceeded");
+            }
+            self.trace_step(round, &finish, &text, &calls, "completion");
+            if calls.is_empty() {
+                if text.trim().is_empty() {
+                    return self.failed("no tool calls and no final response");
+                }
+                if self.p.cfg.content_mode == ContentMode::Final {
+                    self.emit.delta(&text);
+                }
+                self.push(assistant, ItemKind::Assistant);
+                if let Err(e) = self.flush().await {
+                    return self.failed(e);
+                }
+                // A steer that arrived during the answer gets its own round.
+                if self.handle.has_steer() && !self.handle.cancel.is_cancelled() {
+                    continue;
+                }
+                return done(
+                    Status::Completed,
+                    "assistant produced final response with no pending tools",
+                );
+            }
+            if self.handle.cancel.is_cancelled() {
+                return self.cancelled(text).await;
+            }
+            assistant.tool_calls = calls.clone();
+            self.push(assistant, ItemKind::Assistant);
+            // The call message is durable before any tool runs.
+            if let Err(e) = self.flush().await {
+                return self.failed(e);
+            }
+            for c in &calls {
+                self.emit.tool_call(c);
+            }
+            if self.wrap_up {
+                self.skip_all(
+                    &calls,
+                    "not executed: the turn's soft timeout withheld tools",
+                );
+                let _ = self.flush().await;
+                return done(
+                    Status::BudgetExhausted,
+                    "soft timeout: the wrap-up round still asked for tools",
+                );
+            }
+            if self.tool_calls_run + calls.len() as u64 > self.p.cfg.max_tool_calls {
+                self.skip_all(&calls, "not executed: the turn's tool-call budget is spent");
+                let _ = self.flush().await;
+                let mut n = Map::new();
+                n.insert("budget".into(), json!("tool_calls"));
+                n.insert("limit".into(), json!(self.p.cfg.max_tool_calls));
+                self.notice("budget_exhausted", n);
+                return done(Status::BudgetExhausted, "tool call budget exceeded");
+            }
+            let cancelled = self.execute(&calls, round).await;
+            if let Err(e) = self.flush().await {
+                return self.failed(e);
+            }
+            if cancelled {
+                return done(Status::Cancelled, "cancelled by host request");
+            }
+            if self.tool_errors >= self.p.cfg.max_tool_errors {
+                return self.failed(format!(
+                    "too many consecutive tool errors ({} ≥ maxToolErrors {})",
+                    self.tool_errors, self.p.cfg.max_tool_errors
+                ));
+            }
+            let mut n = Map::new();
+            n.insert("status".into(), json!("executing"));
+            n.insert("round".into(), json!(round));
+            self.trace.event(
+                "completion",
+                "round_end",
+                Some(json!({"round": round, "status": "executing", "reason": "tool observations were produced; continue"})),
+            );
+            n.insert("kind".into(), json!("round_end"));
+            self.emit.notice(Value::Object(n));
+        }
+    }
+
+    fn trace_step(&self, round: u64, finish: &str, text: &str, calls: &[ToolCall], kind: &str) {
+        let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+        self.trace.event(
+            "llm_response",
+            kind,
+            Some(json!({
+                "round": round, "traceStepId": format!("round_{round}"), "finishReason": finish,
+                "textLength": text.chars().count(), "toolCalls": names, "toolCallCount": calls.len(),
+                "toolErrorCount": self.tool_errors,
+            })),
+        );
+    }
+
+    /// The tool descriptors offered this round.
+    fn tools(&self) -> Vec<Value> {
+        self.p
+            .cfg
+            .strategy
+            .select(&self.app.router)
+            .iter()
+            .map(|e| {
+                json!({"type": "function", "function": {
+                    "name": e.name, "description": e.description, "parameters": e.parameters}})
+            })
+            .collect()
+    }
+
+    pub(super) fn request(&self, messages: Vec<Message>, tools: Vec<Value>) -> LlmRequest {
+        LlmRequest {
+            model: self.p.model.clone(),
+            messages,
+            tools,
+            tool_choice: None,
+            temperature: self.p.temperature,
+            top_p: self.p.top_p,
+            max_tokens: self.p.max_tokens,
+            reasoning_effort: self.p.reasoning_effort.clone(),
+            provider_options: self.p.provider_options.clone(),
+            raw_chunks: self.p.cfg.raw_chunks,
+        }
+    }
+
+    fn charge(&mut self, u: Usage) {
+        let uncached = u.total.saturating_sub(u.cached);
+        let charge =
+            uncached + (u.cached as f64 * super::params::CACHED_TOKEN_WEIGHT).floor() as u64;
+        self.budget_used = self.budget_used.saturating_add(charge);
+        self.trace.add_tokens(u.total);
+        let mut t = self.totals.lock().unwrap_or_else(|e| e.into_inner());
+        t.prompt += u.prompt;
+        t.completion += u.completion;
+        t.total += u.total;
+        t.cached += u.cached;
+    }
+
+    async fn stream_round(&mut self, offer_tools: bool) -> Streamed {
+        let tools = if offer_tools {
+            self.tools()
+        } else {
+            Vec::new()
+        };
+        let req = self.request(self.items.clone(), tools);
+        let sent_len = self.items.len();
+        let mut attrs = Map::new();
+        attrs.insert("model".into(), json!(self.p.model));
+        attrs.insert("round".into(), json!(self.rounds));
+        attrs.insert("messages".into(), json!(sent_len));
+        let span = self.trace.start_span("llm.request", "llm", attrs);
+        self.trace.event(
+            "llm_request",
+            "llm_request",
+            Some(json!({"round": self.rounds, "messages": sent_len, "tools": req.tools.len()})),
+        );
+        let final_mode = self.p.cfg.content_mode == ContentMode::Final;
+        let mut s = self.p.provider.stream(req, self.handle.cancel.clone());
+        let (mut text, mut reasoning, mut calls) = (String::new(), String::new(), Vec::new());
+        let mut finish = String::new();
+        let mut usage: Option<Usage> = None;
+        let outcome = loop {
+            // The provider also watches the token; selecting here keeps the promise even
+            // for a provider that does not.
+            let item = tokio::select! {
+                item = s.next() => item,
+                _ = self.handle.cancel.cancelled() => None,
+            };
+            if self.handle.cancel.is_cancelled() {
+                break Streamed::Cancelled {
+                    text: std::mem::take(&mut text),
+                };
+            }
+            match item {
+                None => {
+                    break Streamed::Done {
+                        text: std::mem::take(&mut text),
+                        reasoning: std::mem::take(&mut reasoning),
+                        calls: std::mem::take(&mut calls),
+                        finish: std::mem::take(&mut finish),
+                    };
+                }
+                Some(Ok(ev)) => match ev {
+                    LlmEvent::Content { text: t } => {
+                        if !final_mode {
+                            self.emit.delta(&t);
+                        }
+                        text.push_str(&t);
+                    }
+                    LlmEvent::Reasoning { text: t } => {
+                        self.emit.reasoning(&t);
+                        reasoning.push_str(&t);
+                    }
+                    // Announced once committed (see `run`), so a host that saw a call
+                    // can rely on it being in the record.
+                    LlmEvent::ToolCall(c) => calls.push(c),
+                    LlmEvent::Usage(u) => usage = Some(u),
+                    LlmEvent::Retry {
+                        attempt,
+                        delay_ms,
+                        error,
+                    } => {
+                        // A retried draft is discarded (only the recovered answer counts).
+                        text.clear();
+                        reasoning.clear();
+                        calls.clear();
+                        let mut n = Map::new();
+                        n.insert("hook".into(), json!("on_request_error"));
+                        n.insert("action".into(), json!("retry"));
+                        n.insert("reason".into(), json!(error));
+                        n.insert("delayMs".into(), json!(delay_ms));
+                        n.insert("attempt".into(), json!(attempt));
+                        n.insert("round".into(), json!(self.rounds));
+                        self.notice("hook_action", n);
+                    }
+                    LlmEvent::Raw(r) => {
+                        if self.p.cfg.raw_chunks {
+                            self.emit.raw(&r);
+                        }
+                    }
+                    LlmEvent::Finish { reason } => finish = reason,
+                },
+                Some(Err(LlmError::Cancelled)) => {
+                    break Streamed::Cancelled {
+                        text: std::mem::take(&mut text),
+                    };
+                }
+                Some(Err(e)) => break Streamed::Error(e),
+            }
+        };
+        if let Some(u) = usage {
+            self.charge(u);
+            self.last_prompt = Some((u.prompt, sent_len));
+        }
+        let (status, mut end) = match &outcome {
+            Streamed::Done { .. } => ("ok", Map::new()),
+            Streamed::Cancelled { .. } => ("cancelled", Map::new()),
+            Streamed::Error(e) => {
+                let mut m = Map::new();
+                m.insert("error".into(), json!(e.to_string()));
+                ("error", m)
+            }
+        };
+        if let Some(u) = usage {
+            end.insert("usage".into(), json!(u));
+        }
+        self.trace.end_span(span, status, end);
+        if let Streamed::Done {
+            text: t,
+            reasoning: r,
+            ..
+        } = &outcome
+        {
+            if !t.is_empty() {
+                self.trace.event(
+                    "content_delta",
+                    "content",
+                    Some(json!({"chars": t.chars().count()})),
+                );
+            }
+            if !r.is_empty() {
+                self.trace.event(
+                    "reasoning_delta",
+                    "reasoning",
+                    Some(json!({"chars": r.chars().count()})),
+                );
+            }
+        }
+        outcome
+    }
+
+    /// The file tools' read-state session: the record, so resume can re-seed it.
+    pub fn session_key(&self) -> String {
+        self.p
+            .session_id
+            .clone()
+            .unwrap_or_else(|| self.record_id.clone())
+    }
+}

@@ -1,0 +1,246 @@
+//! Per-stream traces (`trace.fetch`): one `llm.request` span per provider request, one span
+//! per tool execution, and one event per loop event. Kept in memory, newest
+//! `MAX_TRACES` only: a trace is a debugging aid, the durable record is the history.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::clock::{iso8601_ms, now_ms};
+
+/// Traces kept in memory; the oldest finished one is dropped beyond this.
+pub const MAX_TRACES: usize = 256;
+/// Events recorded per trace; later ones are counted but not stored (a runaway turn must
+/// not grow memory without bound).
+pub const MAX_EVENTS: usize = 10_000;
+/// Characters of an event payload kept (reference: ~500).
+pub const PAYLOAD_CHARS: usize = 500;
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Span {
+    pub span_id: String,
+    pub trace_id: String,
+    pub name: String,
+    pub kind: String,
+    pub start_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    pub status: String,
+    pub attrs: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    pub id: String,
+    pub trace_id: String,
+    pub kind: String,
+    pub name: String,
+    pub sequence: u64,
+    pub timestamp_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Header {
+    pub trace_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chat_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub stream_id: String,
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    pub had_error: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    pub event_count: u64,
+    pub span_count: u64,
+    pub total_tokens: u64,
+    pub model_id: String,
+    pub started_at_ms: u64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+struct Data {
+    header: Header,
+    spans: Vec<Span>,
+    events: Vec<Event>,
+    finished: bool,
+}
+
+/// A handle the loop writes through.
+#[derive(Clone)]
+pub struct Trace {
+    data: Arc<Mutex<Data>>,
+    pub id: String,
+}
+
+fn clip(v: Value) -> Value {
+    let text = v.to_string();
+    if text.chars().count() <= PAYLOAD_CHARS {
+        return v;
+    }
+    let cut: String = text.chars().take(PAYLOAD_CHARS).collect();
+    json!({ "truncated": format!("{cut}…") })
+}
+
+impl Trace {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Data> {
+        self.data.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn event(&self, kind: &str, name: &str, payload: Option<Value>) {
+        let mut d = self.lock();
+        let sequence = d.header.event_count;
+        d.header.event_count += 1;
+        if d.events.len() < MAX_EVENTS {
+            let id = format!("evt_{:06}", sequence + 1);
+            let trace_id = d.header.trace_id.clone();
+            d.events.push(Event {
+                id,
+                trace_id,
+                kind: kind.into(),
+                name: name.into(),
+                sequence,
+                timestamp_ms: now_ms(),
+                payload: payload.map(clip),
+            });
+        }
+        d.header.updated_at = iso8601_ms(now_ms());
+    }
+
+    /// Opens a span; returns its index for `end_span`.
+    pub fn start_span(&self, name: &str, kind: &str, attrs: Map<String, Value>) -> usize {
+        let mut d = self.lock();
+        let n = d.spans.len();
+        let trace_id = d.header.trace_id.clone();
+        d.spans.push(Span {
+            span_id: format!("span_{:04}", n + 1),
+            trace_id,
+            name: name.into(),
+            kind: kind.into(),
+            start_ms: now_ms(),
+            end_ms: None,
+            duration_ms: None,
+            status: "running".into(),
+            attrs,
+        });
+        d.header.span_count += 1;
+        n
+    }
+
+    pub fn end_span(&self, idx: usize, status: &str, attrs: Map<String, Value>) {
+        let mut d = self.lock();
+        if let Some(s) = d.spans.get_mut(idx) {
+            let end = now_ms();
+            s.end_ms = Some(end);
+            s.duration_ms = Some(end.saturating_sub(s.start_ms));
+            s.status = status.into();
+            s.attrs.extend(attrs);
+        }
+    }
+
+    pub fn add_tokens(&self, n: u64) {
+        self.lock().header.total_tokens += n;
+    }
+
+    pub fn finish(&self, status: &str, error: Option<String>) {
+        let mut d = self.lock();
+        let end = now_ms();
+        d.header.duration_ms = Some(end.saturating_sub(d.header.started_at_ms));
+        d.header.status = status.into();
+        d.header.had_error = error.is_some();
+        d.header.error_message = error;
+        d.header.updated_at = iso8601_ms(end);
+        d.finished = true;
+    }
+}
+
+/// All kept traces.
+#[derive(Default)]
+pub struct Traces {
+    inner: Mutex<(HashMap<String, Trace>, VecDeque<String>)>,
+}
+
+impl Traces {
+    pub fn start(
+        &self,
+        stream_id: &str,
+        chat_id: Option<String>,
+        session_id: Option<String>,
+        model: &str,
+    ) -> Trace {
+        let id = super::ids::trace_id();
+        let now = now_ms();
+        let t = Trace {
+            id: id.clone(),
+            data: Arc::new(Mutex::new(Data {
+                header: Header {
+                    trace_id: id.clone(),
+                    chat_id,
+                    session_id,
+                    stream_id: stream_id.into(),
+                    status: "running".into(),
+                    duration_ms: None,
+                    had_error: false,
+                    error_message: None,
+                    event_count: 0,
+                    span_count: 0,
+                    total_tokens: 0,
+                    model_id: model.into(),
+                    started_at_ms: now,
+                    created_at: iso8601_ms(now),
+                    updated_at: iso8601_ms(now),
+                },
+                spans: Vec::new(),
+                events: Vec::new(),
+                finished: false,
+            })),
+        };
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.0.insert(id.clone(), t.clone());
+        g.1.push_back(id);
+        while g.1.len() > MAX_TRACES {
+            // Drop the oldest finished trace; running ones stay.
+            let pos =
+                g.1.iter()
+                    .position(|k| g.0.get(k).is_none_or(|t| t.lock().finished));
+            match pos.and_then(|p| g.1.remove(p)) {
+                Some(k) => {
+                    g.0.remove(&k);
+                }
+                None => break,
+            }
+        }
+        t
+    }
+
+    /// `{trace, spans, events}` for `trace.fetch`.
+    pub fn fetch(&self, id: &str) -> Option<Value> {
+        let t = self
+            .inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .get(id)
+            .cloned()?;
+        let d = t.lock();
+        Some(json!({"trace": d.header, "spans": d.spans, "events": d.events}))
+    }
+
+    /// Traces whose stream is still running (`activeTraces` in ping).
+    pub fn active(&self) -> usize {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        g.0.values().filter(|t| !t.lock().finished).count()
+    }
+}

@@ -1,0 +1,280 @@
+//! Model providers: the `Provider` trait, the OpenAI-compatible streaming provider with its
+//! compat flags and retry policy, and the scripted provider.
+//!
+//! A provider turns an `LlmRequest` into a stream of `LlmEvent`s ending with `Finish` or an
+//! `LlmError`. Cancelling the token interrupts whatever is in progress (connect, a read, a
+//! retry sleep) and ends the stream with `LlmError::Cancelled`.
+
+pub mod accumulate;
+pub mod catalog;
+pub mod compat;
+#[cfg(test)]
+mod fixture_tests;
+pub mod models_list;
+pub mod openai;
+pub mod presets;
+pub mod probe;
+pub mod retry;
+pub mod scripted;
+pub mod sse;
+pub mod types;
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use compat::{CompatFlags, CompatOverrides};
+pub use retry::RetryPolicy;
+pub use types::{
+    LlmError, LlmErrorKind, LlmEvent, LlmItem, LlmRequest, Message, RawChunk, Role,
+    SamplingDefaults, ToolCall, Usage,
+};
+
+/// Events buffered between a provider task and its consumer; a slow consumer holds the
+/// provider back (and with it the socket read) instead of growing memory. Not user-tunable.
+pub const STREAM_CHANNEL_CAPACITY: usize = 256;
+
+/// A model provider. Object-safe: the loop holds an `Arc<dyn Provider>`.
+pub trait Provider: Send + Sync {
+    /// The wire name (`openai_compat`, `scripted`).
+    fn name(&self) -> &str;
+    /// Starts one model request. Must be called inside a tokio runtime.
+    fn stream(&self, req: LlmRequest, cancel: CancellationToken) -> LlmStream;
+}
+
+/// The consumer end of a provider stream.
+pub struct LlmStream {
+    rx: mpsc::Receiver<LlmItem>,
+}
+
+impl LlmStream {
+    pub fn new(rx: mpsc::Receiver<LlmItem>) -> LlmStream {
+        LlmStream { rx }
+    }
+
+    /// The next event; `None` after the final `Finish` or error.
+    pub async fn next(&mut self) -> Option<LlmItem> {
+        self.rx.recv().await
+    }
+}
+
+/// Tunables from the config (`llm_*` keys).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LlmSettings {
+    pub connect_timeout: Duration,
+    /// No byte at all for this long ends the attempt as a network error.
+    pub idle_timeout: Duration,
+    pub retry: RetryPolicy,
+}
+
+impl Default for LlmSettings {
+    fn default() -> Self {
+        LlmSettings {
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+impl LlmSettings {
+    pub fn from_settings(s: &crate::config::Settings) -> LlmSettings {
+        LlmSettings {
+            connect_timeout: s.llm_connect_timeout,
+            idle_timeout: s.llm_idle_timeout,
+            retry: RetryPolicy {
+                max_attempts: s.llm_max_attempts,
+                base: s.llm_retry_base,
+                max: s.llm_retry_max,
+            },
+        }
+    }
+}
+
+/// One HTTP client for the process, built on first use (never before ready).
+pub fn http_client(settings: &LlmSettings) -> Result<reqwest::Client, LlmError> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            // Another part of the process may have installed it first; that is fine.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            reqwest::Client::builder()
+                .connect_timeout(settings.connect_timeout)
+                .build()
+                .map_err(|e| format!("cannot build the HTTP client: {e}"))
+        })
+        .clone()
+        .map_err(|message| LlmError::Config { message })
+}
+
+/// The provider-selection subset of `agent.chat.stream` params (§1.8).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderParams {
+    pub provider: String,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default, alias = "base_url")]
+    pub base_url: Option<String>,
+    #[serde(default, alias = "api_key")]
+    pub api_key: Option<String>,
+    #[serde(default)]
+    pub compat: Option<Value>,
+    #[serde(default)]
+    pub script: Option<Value>,
+    #[serde(default)]
+    pub script_path: Option<PathBuf>,
+}
+
+/// The wire names of the OpenAI-compatible provider.
+pub const OPENAI_NAMES: &[&str] = &["openai_compat", "openai", "openai-compatible", "ollama"];
+
+/// Used when neither `baseUrl` nor `OUTRIGGER_BASE_URL` is given.
+pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+pub const DEFAULT_OLLAMA_BASE_URL: &str = "http://localhost:11434";
+
+/// Builds the provider named by `p.provider`. `defaults` are preset values for unset
+/// request fields (`None` until the presets layer supplies them). Errors are
+/// `LlmError::Config` with a message naming the bad value and the fix.
+pub fn build_provider(
+    p: &ProviderParams,
+    settings: LlmSettings,
+    defaults: Option<SamplingDefaults>,
+) -> Result<Arc<dyn Provider>, LlmError> {
+    let config = |message: String| LlmError::Config { message };
+    let overrides = match &p.compat {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(CompatOverrides::from_value(v).map_err(config)?),
+    };
+    let name = p.provider.as_str();
+    if name == "scripted" {
+        let s = match (&p.script, &p.script_path) {
+            (Some(v), None) => scripted::ScriptedProvider::from_value(v),
+            (None, Some(path)) => scripted::ScriptedProvider::from_jsonl(path),
+            (Some(_), Some(_)) => Err("give either script or scriptPath, not both".into()),
+            (None, None) => Err(
+                "provider \"scripted\" needs script (a list of turns) or scriptPath (a JSONL file)"
+                    .into(),
+            ),
+        }
+        .map_err(config)?;
+        return Ok(Arc::new(s));
+    }
+    if !OPENAI_NAMES.contains(&name) {
+        return Err(config(format!(
+            "unknown provider '{name}'; use one of openai_compat, openai, openai-compatible, ollama, scripted"
+        )));
+    }
+    if p.model.trim().is_empty() {
+        return Err(config("model is required (e.g. \"gpt-4o-mini\")".into()));
+    }
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let default = if name == "ollama" {
+        DEFAULT_OLLAMA_BASE_URL
+    } else {
+        DEFAULT_OPENAI_BASE_URL
+    };
+    let mut base = p
+        .base_url
+        .clone()
+        .filter(|s| !s.trim().is_empty())
+        .or_else(|| env("OUTRIGGER_BASE_URL"))
+        .unwrap_or_else(|| default.to_string())
+        .trim()
+        .trim_end_matches('/')
+        .to_string();
+    if !(base.starts_with("http://") || base.starts_with("https://")) {
+        return Err(config(format!(
+            "baseUrl '{base}' must start with http:// or https:// (e.g. https://api.openai.com/v1)"
+        )));
+    }
+    if name == "ollama" && !base.ends_with("/v1") {
+        base.push_str("/v1");
+    }
+    let api_key = p
+        .api_key
+        .clone()
+        .filter(|s| !s.is_empty())
+        .or_else(|| env("OUTRIGGER_API_KEY"));
+    let compat = compat::resolve(&base, overrides);
+    Ok(Arc::new(openai::OpenAiProvider::new(
+        openai::OpenAiConfig {
+            base_url: base,
+            api_key,
+            compat,
+            defaults,
+            settings,
+        },
+    )))
+}
+
+/// Parses `messages` (§1.8); the error names the index and the problem.
+pub fn parse_messages(v: &Value) -> Result<Vec<Message>, String> {
+    let Value::Array(items) = v else {
+        return Err("messages must be a list of {role, content} objects".into());
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            Message::deserialize(m).map_err(|e| {
+                let e = e.to_string();
+                // Keep the reference's wording for the common case hosts match on.
+                if e.starts_with("invalid role") {
+                    e
+                } else {
+                    format!("messages[{i}]: {e}")
+                }
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn params(v: Value) -> ProviderParams {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn provider_names_and_ollama_suffix() {
+        for n in ["openai_compat", "openai", "openai-compatible"] {
+            let p = params(json!({"provider": n, "model": "m", "baseUrl": "http://h/v1/"}));
+            let prov = build_provider(&p, LlmSettings::default(), None).unwrap();
+            assert_eq!(prov.name(), "openai_compat");
+        }
+        let p = params(json!({"provider": "bogus", "model": "m"}));
+        let e = build_provider(&p, LlmSettings::default(), None)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("bogus"));
+        let p = params(json!({"provider": "openai", "model": "m", "compat": {"nope": 1}}));
+        let e = build_provider(&p, LlmSettings::default(), None)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("nope"), "{e}");
+        let p = params(json!({"provider": "openai", "model": "m", "base_url": "ftp://x"}));
+        assert!(build_provider(&p, LlmSettings::default(), None).is_err());
+    }
+
+    #[test]
+    fn messages_parse_and_refuse_bad_roles() {
+        let m = parse_messages(&json!([
+            {"role": "assistant", "content": null, "toolCalls": [{"id": "c", "name": "f", "arguments": {}}], "reasoningContent": "r"},
+            {"role": "tool", "content": "{}", "toolCallId": "c"}
+        ]))
+        .unwrap();
+        assert_eq!(m[0].reasoning.as_deref(), Some("r"));
+        assert_eq!(m[1].tool_call_id.as_deref(), Some("c"));
+        let e = parse_messages(&json!([{"role": "wizard", "content": "x"}])).unwrap_err();
+        assert!(e.starts_with("invalid role: 'wizard'"), "{e}");
+    }
+}

@@ -1,0 +1,807 @@
+//! The OpenAI-compatible streaming provider: `POST {baseUrl}/chat/completions` with
+//! `stream: true`, decoded by our splitter and `accumulate::Decoder`, retried per policy.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::accumulate::{DecodeOptions, Decoder, is_overflow};
+use super::compat::{CompatFlags, MaxTokensField};
+use super::retry::{jitter, parse_retry_after};
+use super::sse::{Frame, SseSplitter};
+use super::types::{LlmError, LlmEvent, LlmItem, LlmRequest, Message, Role, SamplingDefaults};
+use super::{LlmSettings, LlmStream, Provider, STREAM_CHANNEL_CAPACITY};
+
+/// The most bytes of an HTTP error body kept for the error message. Not user-tunable.
+pub const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// Everything one provider instance needs; built by `llm::build_provider`.
+#[derive(Debug, Clone)]
+pub struct OpenAiConfig {
+    /// Without the trailing slash; `/chat/completions` is appended.
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub compat: CompatFlags,
+    /// Preset values for fields the request leaves unset (the presets layer's seam).
+    pub defaults: Option<SamplingDefaults>,
+    pub settings: LlmSettings,
+}
+
+pub struct OpenAiProvider {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: OpenAiConfig,
+    /// Set after the server refused our max-tokens field and accepted the other one.
+    swapped_max_tokens: AtomicBool,
+}
+
+impl OpenAiProvider {
+    pub fn new(cfg: OpenAiConfig) -> OpenAiProvider {
+        OpenAiProvider {
+            inner: Arc::new(Inner {
+                cfg,
+                swapped_max_tokens: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.inner.cfg
+    }
+}
+
+impl Provider for OpenAiProvider {
+    fn name(&self) -> &str {
+        "openai_compat"
+    }
+
+    fn stream(&self, req: LlmRequest, cancel: CancellationToken) -> LlmStream {
+        let (tx, rx) = mpsc::channel(STREAM_CHANNEL_CAPACITY);
+        let inner = self.inner.clone();
+        tokio::spawn(async move { run(inner, req, cancel, tx).await });
+        LlmStream::new(rx)
+    }
+}
+
+impl Inner {
+    fn max_field(&self) -> MaxTokensField {
+        let f = self.cfg.compat.max_tokens_field;
+        if self.swapped_max_tokens.load(Ordering::Relaxed) {
+            f.other()
+        } else {
+            f
+        }
+    }
+}
+
+async fn run(
+    inner: Arc<Inner>,
+    req: LlmRequest,
+    cancel: CancellationToken,
+    tx: mpsc::Sender<LlmItem>,
+) {
+    let policy = inner.cfg.settings.retry;
+    let mut attempt: u32 = 1;
+    let mut swapped_once = false;
+    loop {
+        let body = build_body(
+            &req,
+            &inner.cfg.compat,
+            inner.cfg.defaults.as_ref(),
+            inner.max_field(),
+        );
+        let mut emitted = false;
+        let result = attempt_once(&inner, &body, &req, &cancel, &tx, &mut emitted).await;
+        let err = match result {
+            Ok(()) => return,
+            Err(e) => e,
+        };
+        if cancel.is_cancelled() || matches!(err, LlmError::Cancelled) {
+            let _ = tx.send(Err(LlmError::Cancelled)).await;
+            return;
+        }
+        // o-series / GPT-5 refuse `max_tokens` (and some servers the other one): switch
+        // once, remember it for this provider, and do not count it as an attempt.
+        if !swapped_once && !emitted && refused_max_tokens_field(&err, &req) {
+            swapped_once = true;
+            let now = inner.swapped_max_tokens.load(Ordering::Relaxed);
+            inner.swapped_max_tokens.store(!now, Ordering::Relaxed);
+            tracing::info!(
+                field = inner.max_field().as_str(),
+                "provider refused the max-tokens field; retrying with the other one"
+            );
+            continue;
+        }
+        let delay = if emitted {
+            None
+        } else {
+            policy.delay(attempt, &err, jitter())
+        };
+        let Some(delay) = delay else {
+            let _ = tx.send(Err(err)).await;
+            return;
+        };
+        let note = LlmEvent::Retry {
+            attempt,
+            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            error: err.to_string(),
+        };
+        tracing::warn!(attempt, delay_ms = delay.as_millis() as u64, error = %err, "provider request failed; retrying");
+        if tx.send(Ok(note)).await.is_err() {
+            return;
+        }
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {
+                let _ = tx.send(Err(LlmError::Cancelled)).await;
+                return;
+            }
+            _ = tokio::time::sleep(delay) => {}
+        }
+        attempt += 1;
+    }
+}
+
+fn refused_max_tokens_field(err: &LlmError, req: &LlmRequest) -> bool {
+    let LlmError::Http {
+        status: 400, body, ..
+    } = err
+    else {
+        return false;
+    };
+    req.max_tokens.is_some()
+        && body.contains("max_tokens")
+        && (body.contains("max_completion_tokens") || body.contains("unsupported_parameter"))
+}
+
+/// One HTTP request and its stream. `emitted` turns true once an event reached the
+/// consumer: after that a failure is reported, never retried (it would duplicate text).
+async fn attempt_once(
+    inner: &Inner,
+    body: &Value,
+    req: &LlmRequest,
+    cancel: &CancellationToken,
+    tx: &mpsc::Sender<LlmItem>,
+    emitted: &mut bool,
+) -> Result<(), LlmError> {
+    let cfg = &inner.cfg;
+    let client = super::http_client(&cfg.settings)?;
+    let url = format!("{}/chat/completions", cfg.base_url);
+    let mut rb = client
+        .post(&url)
+        .header(reqwest::header::ACCEPT, "text/event-stream")
+        .json(body);
+    if let Some(key) = cfg.api_key.as_deref().filter(|k| !k.is_empty()) {
+        rb = rb.bearer_auth(key);
+    }
+    let mut resp = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return Err(LlmError::Cancelled),
+        r = tokio::time::timeout(cfg.settings.idle_timeout, rb.send()) => match r {
+            Err(_) => return Err(LlmError::Network {
+                message: format!(
+                    "{url} sent no response for {} ms (llm_idle_timeout_ms)",
+                    cfg.settings.idle_timeout.as_millis()
+                ),
+            }),
+            Ok(r) => r.map_err(|e| network(&url, &e))?,
+        },
+    };
+    let status = resp.status();
+    if !status.is_success() {
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        let text = read_capped(&mut resp, cancel, cfg.settings.idle_timeout).await?;
+        return Err(http_error(status.as_u16(), text, retry_after));
+    }
+
+    let mut split = SseSplitter::new();
+    let mut dec = Decoder::new(DecodeOptions {
+        reasoning_fields: cfg.compat.reasoning_delta_fields.clone(),
+        cached_fields: cfg.compat.cached_tokens_fields.clone(),
+        raw: req.raw_chunks,
+    });
+    let mut out: Vec<LlmEvent> = Vec::new();
+    let is_json = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"));
+    if is_json {
+        // Some proxies ignore `stream: true` and answer with one completion object.
+        let text = read_all(&mut resp, cancel, cfg.settings.idle_timeout, &url).await?;
+        let chunk = completion_as_chunk(&text)?;
+        dec.frame(
+            Frame {
+                event: None,
+                data: chunk.as_bytes(),
+            },
+            &mut out,
+        )?;
+        dec.finish(&mut out)?;
+        return send_all(&mut out, tx, cancel, emitted).await;
+    }
+    let mut failed: Option<LlmError> = None;
+    loop {
+        let chunk = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(LlmError::Cancelled),
+            // The consumer dropped the stream: stop reading now, not at the next chunk.
+            _ = tx.closed() => return Err(LlmError::Cancelled),
+            r = tokio::time::timeout(cfg.settings.idle_timeout, resp.chunk()) => match r {
+                Err(_) => return Err(LlmError::Network {
+                    message: format!(
+                        "no data from {url} for {} ms (llm_idle_timeout_ms); the stream stalled",
+                        cfg.settings.idle_timeout.as_millis()
+                    ),
+                }),
+                Ok(Err(e)) => return Err(network(&url, &e)),
+                Ok(Ok(c)) => c,
+            },
+        };
+        let mut on_frame = |f: Frame<'_>| {
+            if failed.is_none()
+                && let Err(e) = dec.frame(f, &mut out)
+            {
+                failed = Some(e);
+            }
+        };
+        match &chunk {
+            Some(bytes) => split
+                .feed(bytes, &mut on_frame)
+                .map_err(|e| LlmError::Stream {
+                    message: e.to_string(),
+                    client_fault: false,
+                })?,
+            None => split.finish(&mut on_frame),
+        }
+        // Events decoded before an in-stream error still reach the consumer (partial text).
+        send_all(&mut out, tx, cancel, emitted).await?;
+        if let Some(e) = failed.take() {
+            return Err(e);
+        }
+        if chunk.is_none() || dec.is_done() {
+            break;
+        }
+    }
+    dec.finish(&mut out)?;
+    send_all(&mut out, tx, cancel, emitted).await
+}
+
+async fn send_all(
+    out: &mut Vec<LlmEvent>,
+    tx: &mpsc::Sender<LlmItem>,
+    cancel: &CancellationToken,
+    emitted: &mut bool,
+) -> Result<(), LlmError> {
+    for ev in out.drain(..) {
+        *emitted = true;
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(LlmError::Cancelled),
+            r = tx.send(Ok(ev)) => {
+                // The consumer went away: nobody is listening, stop like a cancel.
+                if r.is_err() {
+                    return Err(LlmError::Cancelled);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn network(url: &str, e: &reqwest::Error) -> LlmError {
+    use std::error::Error as _;
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    LlmError::Network {
+        message: if msg.contains(url) {
+            format!("{msg}; check baseUrl and that the server is reachable")
+        } else {
+            format!("{msg} ({url}); check baseUrl and that the server is reachable")
+        },
+    }
+}
+
+async fn read_capped(
+    resp: &mut reqwest::Response,
+    cancel: &CancellationToken,
+    idle: Duration,
+) -> Result<String, LlmError> {
+    let mut buf = Vec::new();
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(LlmError::Cancelled),
+            r = tokio::time::timeout(idle, resp.chunk()) => r,
+        };
+        match next {
+            Ok(Ok(Some(b))) => {
+                let room = MAX_ERROR_BODY_BYTES.saturating_sub(buf.len());
+                buf.extend_from_slice(&b[..b.len().min(room)]);
+                if buf.len() >= MAX_ERROR_BODY_BYTES {
+                    break;
+                }
+            }
+            // A body we cannot finish reading still makes a useful error with what we have.
+            Ok(Ok(None)) | Ok(Err(_)) | Err(_) => break,
+        }
+    }
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// The most bytes of a non-streamed (`application/json`) completion we read. Not
+/// user-tunable: it matches the largest SSE event we accept.
+pub const MAX_JSON_BODY_BYTES: usize = super::sse::MAX_EVENT_BYTES;
+
+async fn read_all(
+    resp: &mut reqwest::Response,
+    cancel: &CancellationToken,
+    idle: Duration,
+    url: &str,
+) -> Result<String, LlmError> {
+    let mut buf = Vec::new();
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(LlmError::Cancelled),
+            r = tokio::time::timeout(idle, resp.chunk()) => r,
+        };
+        match next {
+            Ok(Ok(Some(b))) => {
+                buf.extend_from_slice(&b);
+                if buf.len() > MAX_JSON_BODY_BYTES {
+                    return Err(LlmError::Stream {
+                        message: format!(
+                            "the completion from {url} is larger than {MAX_JSON_BODY_BYTES} bytes"
+                        ),
+                        client_fault: false,
+                    });
+                }
+            }
+            Ok(Ok(None)) => break,
+            Ok(Err(e)) => return Err(network(url, &e)),
+            Err(_) => {
+                return Err(LlmError::Network {
+                    message: format!(
+                        "no data from {url} for {} ms (llm_idle_timeout_ms)",
+                        idle.as_millis()
+                    ),
+                });
+            }
+        }
+    }
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// A non-streamed completion (`choices[].message`) rewritten as one stream chunk, so the
+/// same decoder (reasoning fields, tool calls, usage, errors) handles it.
+pub fn completion_as_chunk(text: &str) -> Result<String, LlmError> {
+    let v: Value = serde_json::from_str(text).map_err(|e| LlmError::Stream {
+        message: format!("the provider answered with JSON that is not a completion ({e})"),
+        client_fault: false,
+    })?;
+    if v.get("error").is_some_and(|e| !e.is_null()) {
+        return Err(super::accumulate::error_from_json(text));
+    }
+    let choice = v
+        .get("choices")
+        .and_then(|c| c.get(0))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let chunk = json!({
+        "choices": [{
+            "index": 0,
+            "delta": choice.get("message").cloned().unwrap_or(json!({})),
+            "finish_reason": choice.get("finish_reason").cloned().unwrap_or(json!("stop")),
+        }],
+        "usage": v.get("usage").cloned().unwrap_or(Value::Null),
+    });
+    Ok(chunk.to_string())
+}
+
+/// An HTTP error status with its body, typed by what it means.
+pub fn http_error(status: u16, body: String, retry_after: Option<Duration>) -> LlmError {
+    if status == 429 {
+        return LlmError::RateLimited { retry_after, body };
+    }
+    if matches!(status, 400 | 413 | 422) && is_overflow(&body.to_ascii_lowercase()) {
+        return LlmError::ContextOverflow { message: body };
+    }
+    LlmError::Http {
+        status,
+        body,
+        retry_after,
+    }
+}
+
+/// The request body. Typed fields are gated by the compat flags; preset values fill only
+/// what the request left unset; `providerOptions` are merged last and win over everything.
+pub fn build_body(
+    req: &LlmRequest,
+    compat: &CompatFlags,
+    defaults: Option<&SamplingDefaults>,
+    max_field: MaxTokensField,
+) -> Value {
+    let none = SamplingDefaults::default();
+    let d = defaults.unwrap_or(&none);
+    let mut b = Map::new();
+    b.insert("model".into(), json!(req.model));
+    b.insert(
+        "messages".into(),
+        Value::Array(wire_messages(&req.messages, compat)),
+    );
+    b.insert("stream".into(), json!(true));
+    if compat.supports_usage_in_streaming {
+        b.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    if !req.tools.is_empty() {
+        b.insert("tools".into(), Value::Array(req.tools.clone()));
+    }
+    if let Some(tc) = &req.tool_choice {
+        let forced = tc.as_str() == Some("required") || tc.is_object();
+        let tc = if forced && !compat.supports_forced_tool_choice {
+            json!("auto")
+        } else {
+            tc.clone()
+        };
+        b.insert("tool_choice".into(), tc);
+    }
+    if compat.supports_temperature
+        && let Some(t) = req.temperature.or(d.temperature)
+    {
+        b.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = req.top_p.or(d.top_p) {
+        b.insert("top_p".into(), json!(p));
+    }
+    if let Some(m) = req.max_tokens.or(d.max_tokens) {
+        b.insert(max_field.as_str().into(), json!(m));
+    }
+    if compat.supports_reasoning_effort
+        && let Some(e) = req
+            .reasoning_effort
+            .as_ref()
+            .or(d.reasoning_effort.as_ref())
+    {
+        b.insert("reasoning_effort".into(), json!(e));
+    }
+    for (k, v) in &d.extra_body {
+        b.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    for (k, v) in &req.provider_options {
+        b.insert(k.clone(), v.clone());
+    }
+    Value::Object(b)
+}
+
+/// Messages in the OpenAI chat shape. Reasoning goes back only on assistant turns that made
+/// tool calls (DeepSeek V4 and Kimi refuse such turns without it), under the compat field.
+pub fn wire_messages(messages: &[Message], compat: &CompatFlags) -> Vec<Value> {
+    messages
+        .iter()
+        .map(|m| {
+            let mut o = Map::new();
+            o.insert("role".into(), json!(m.role.as_str()));
+            let content = if m.parts.is_empty() {
+                if m.role == Role::Assistant && m.content.is_empty() && !m.tool_calls.is_empty() {
+                    Value::Null
+                } else {
+                    json!(m.content)
+                }
+            } else {
+                Value::Array(m.parts.iter().map(wire_part).collect())
+            };
+            o.insert("content".into(), content);
+            if let Some(n) = &m.name {
+                o.insert("name".into(), json!(n));
+            }
+            if let Some(id) = &m.tool_call_id {
+                o.insert("tool_call_id".into(), json!(id));
+            }
+            if !m.tool_calls.is_empty() {
+                let calls: Vec<Value> = m
+                    .tool_calls
+                    .iter()
+                    .map(|c| {
+                        let args = match &c.arguments {
+                            Value::String(s) => s.clone(),
+                            v => v.to_string(),
+                        };
+                        let mut call = json!({
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": args},
+                        });
+                        if let Some(x) = &c.extra_content {
+                            call["extra_content"] = x.clone();
+                        }
+                        call
+                    })
+                    .collect();
+                o.insert("tool_calls".into(), Value::Array(calls));
+                match m.reasoning.as_deref().filter(|r| !r.is_empty()) {
+                    Some(r) => {
+                        o.insert(compat.reasoning_echo_field.clone(), json!(r));
+                    }
+                    None if compat.echo_empty_reasoning_for_tool_calls => {
+                        o.insert(compat.reasoning_echo_field.clone(), json!(""));
+                    }
+                    None => {}
+                }
+                if let Some(d) = &m.reasoning_details {
+                    o.insert("reasoning_details".into(), d.clone());
+                }
+            }
+            Value::Object(o)
+        })
+        .collect()
+}
+
+fn wire_part(p: &super::types::Part) -> Value {
+    match p.kind.as_str() {
+        "image" => {
+            let url = match (&p.url, &p.data) {
+                (Some(u), _) => u.clone(),
+                (None, Some(d)) => format!(
+                    "data:{};base64,{d}",
+                    p.media_type.as_deref().unwrap_or("image/png")
+                ),
+                (None, None) => String::new(),
+            };
+            json!({"type": "image_url", "image_url": {"url": url}})
+        }
+        _ => json!({"type": "text", "text": p.text.clone().unwrap_or_default()}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::types::ToolCall;
+
+    fn req() -> LlmRequest {
+        LlmRequest {
+            model: "m".into(),
+            messages: vec![Message::new(Role::User, "hi")],
+            ..LlmRequest::default()
+        }
+    }
+
+    #[test]
+    fn reference_body_has_no_optional_fields() {
+        let b = build_body(
+            &req(),
+            &CompatFlags::default(),
+            None,
+            MaxTokensField::MaxTokens,
+        );
+        assert_eq!(
+            b,
+            json!({"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,
+                   "stream_options":{"include_usage":true}})
+        );
+    }
+
+    #[test]
+    fn flags_gate_fields_and_provider_options_win() {
+        let mut r = req();
+        r.temperature = Some(0.7);
+        r.reasoning_effort = Some("low".into());
+        r.max_tokens = Some(100);
+        r.tool_choice = Some(json!("required"));
+        r.provider_options.insert("temperature".into(), json!(1.0));
+        let compat = crate::llm::compat::resolve("https://api.moonshot.ai/v1", None);
+        let b = build_body(&r, &compat, None, MaxTokensField::MaxCompletionTokens);
+        assert_eq!(b["temperature"], json!(1.0), "host pass-through wins");
+        assert!(b.get("reasoning_effort").is_none(), "gated");
+        assert_eq!(b["max_completion_tokens"], json!(100));
+        assert!(b.get("max_tokens").is_none());
+        assert_eq!(b["tool_choice"], "required");
+        let ds = crate::llm::compat::resolve("https://api.deepseek.com", None);
+        let b = build_body(&r, &ds, None, MaxTokensField::MaxTokens);
+        assert_eq!(b["tool_choice"], "auto", "forced choice downgraded");
+        let glm = crate::llm::compat::resolve("https://api.z.ai/api/paas/v4", None);
+        assert!(
+            build_body(&r, &glm, None, MaxTokensField::MaxTokens)
+                .get("stream_options")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn presets_fill_only_unset_fields() {
+        let mut r = req();
+        r.temperature = Some(0.2);
+        let mut extra = Map::new();
+        extra.insert("top_k".into(), json!(20));
+        extra.insert("model".into(), json!("evil"));
+        let d = SamplingDefaults {
+            temperature: Some(0.6),
+            top_p: Some(0.95),
+            extra_body: extra,
+            ..SamplingDefaults::default()
+        };
+        let b = build_body(
+            &r,
+            &CompatFlags::default(),
+            Some(&d),
+            MaxTokensField::MaxTokens,
+        );
+        assert_eq!(b["temperature"], json!(0.2));
+        assert_eq!(b["top_p"], json!(0.95));
+        assert_eq!(b["top_k"], json!(20));
+        assert_eq!(b["model"], "m");
+    }
+
+    #[test]
+    fn reasoning_echo_on_tool_call_turns() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "f".into(),
+            arguments: json!({"a": 1}),
+            arguments_error: None,
+            extra_content: Some(json!({"google": {"thought_signature": "sig"}})),
+        };
+        let mut with = Message::new(Role::Assistant, "");
+        with.tool_calls = vec![call.clone()];
+        with.reasoning = Some("thought".into());
+        let mut without = Message::new(Role::Assistant, "");
+        without.tool_calls = vec![call];
+        let mut plain = Message::new(Role::Assistant, "done");
+        plain.reasoning = Some("r".into());
+        let msgs = [with, without, plain];
+
+        let def = wire_messages(&msgs, &CompatFlags::default());
+        assert_eq!(def[0]["reasoning"], "thought");
+        assert_eq!(def[0]["content"], Value::Null);
+        assert_eq!(
+            def[0]["tool_calls"][0]["function"]["arguments"],
+            "{\"a\":1}"
+        );
+        assert_eq!(
+            def[0]["tool_calls"][0]["extra_content"]["google"]["thought_signature"],
+            "sig"
+        );
+        assert!(def[1].get("reasoning").is_none());
+        assert!(
+            def[2].get("reasoning").is_none(),
+            "only tool-call turns echo"
+        );
+
+        let ds = crate::llm::compat::resolve("https://api.deepseek.com", None);
+        let w = wire_messages(&msgs, &ds);
+        assert_eq!(w[0]["reasoning_content"], "thought");
+        assert_eq!(w[1]["reasoning_content"], "", "empty echo for DeepSeek");
+        assert!(w[0].get("reasoning").is_none());
+    }
+
+    /// A loopback server that answers every connection with `head` + `body`, then holds
+    /// the connection open. Returns the base URL and a connection counter.
+    async fn hanging_server(
+        head: &'static str,
+        body: &'static str,
+    ) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let h = hits.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut c, _)) = l.accept().await else {
+                    return;
+                };
+                h.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = c.read(&mut buf).await;
+                    let _ = c.write_all(head.as_bytes()).await;
+                    let _ = c.write_all(body.as_bytes()).await;
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                });
+            }
+        });
+        (format!("http://127.0.0.1:{port}/v1"), hits)
+    }
+
+    fn provider(base_url: String) -> OpenAiProvider {
+        let mut settings = LlmSettings::default();
+        settings.retry.base = Duration::from_millis(1);
+        OpenAiProvider::new(OpenAiConfig {
+            base_url,
+            api_key: None,
+            compat: CompatFlags::default(),
+            defaults: None,
+            settings,
+        })
+    }
+
+    #[tokio::test]
+    async fn cancel_interrupts_a_read_in_progress() {
+        let (url, hits) = hanging_server(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n",
+        )
+        .await;
+        let cancel = CancellationToken::new();
+        let mut s = provider(url).stream(req(), cancel.clone());
+        let first = s.next().await.unwrap().unwrap();
+        assert_eq!(first, LlmEvent::Content { text: "hi".into() });
+        // The provider is now blocked reading a stream that never continues.
+        cancel.cancel();
+        let end = tokio::time::timeout(Duration::from_secs(10), s.next())
+            .await
+            .expect("cancel ends the read at once");
+        assert_eq!(end, Some(Err(LlmError::Cancelled)));
+        let after = tokio::time::timeout(Duration::from_secs(10), s.next()).await;
+        assert_eq!(after.expect("the stream closes"), None);
+        assert_eq!(hits.load(Ordering::SeqCst), 1, "no retry after cancel");
+    }
+
+    #[tokio::test]
+    async fn server_errors_take_three_attempts_with_two_retry_events() {
+        let (url, hits) = hanging_server(
+            "HTTP/1.1 503 Unavailable\r\nContent-Length: 4\r\nConnection: close\r\n\r\n",
+            "down",
+        )
+        .await;
+        let mut s = provider(url).stream(req(), CancellationToken::new());
+        let mut items = Vec::new();
+        let all = async {
+            while let Some(i) = s.next().await {
+                items.push(i);
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), all)
+            .await
+            .expect("the stream ends");
+        assert_eq!(hits.load(Ordering::SeqCst), 3);
+        let retries: Vec<u32> = items
+            .iter()
+            .filter_map(|i| match i {
+                Ok(LlmEvent::Retry { attempt, .. }) => Some(*attempt),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(retries, vec![1, 2]);
+        assert!(matches!(
+            items.last(),
+            Some(Err(LlmError::Http { status: 503, .. }))
+        ));
+    }
+
+    #[test]
+    fn http_errors_are_typed() {
+        assert!(matches!(
+            http_error(429, "x".into(), None),
+            LlmError::RateLimited { .. }
+        ));
+        assert!(matches!(
+            http_error(
+                400,
+                "This model's maximum context length is 4096 tokens".into(),
+                None
+            ),
+            LlmError::ContextOverflow { .. }
+        ));
+        assert!(matches!(
+            http_error(500, "x".into(), None),
+            LlmError::Http { status: 500, .. }
+        ));
+    }
+}

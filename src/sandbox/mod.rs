@@ -1,0 +1,377 @@
+//! The per-exec sandbox: the policy (`policy`), the launcher subcommand that applies it
+//! (`launcher` with its `namespaces`, `landlock_layer` and `seccomp_layer`), the one spawn
+//! helper every child goes through (`spawn`), and this service: what the host can enforce
+//! (probed once per process), the `{backend, enforcement}` marker each result carries, and
+//! the resolution of a call's request against the config into a launch spec.
+
+pub mod landlock_layer;
+pub mod launcher;
+pub mod namespaces;
+pub mod policy;
+pub mod seccomp_layer;
+pub mod spawn;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::OnceCell;
+
+use crate::config::{Config, Source};
+pub use launcher::ProbeReport;
+pub use policy::{LaunchSpec, Layers, Policy};
+
+/// How long the one-off capability probe may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The `data._sandbox` marker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Marker {
+    /// `landlock` or `none`.
+    pub backend: String,
+    /// `full`, `partial` or `none`.
+    pub enforcement: String,
+}
+
+/// A call's sandbox request (`tool.invoke` `context.execSandbox`; the turn param later).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExecSandboxRequest {
+    pub network: Option<bool>,
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Absolute directories writable besides the workspace.
+    pub writable_roots: Option<Vec<PathBuf>>,
+    #[serde(default)]
+    pub require_full: bool,
+    pub require_backend: Option<String>,
+    /// Accepted for parity with the reference; the Linux backend does not depend on it.
+    pub shell: Option<Value>,
+}
+
+/// The marker for a posture, plus what keeps it from `full` and the layers to apply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assessment {
+    pub marker: Marker,
+    pub missing: Vec<String>,
+    pub layers: Layers,
+}
+
+/// Derives the marker from what the host can do. Enforcement depends on egress only, so the
+/// answer is exact before any path exists.
+pub fn assess(caps: &ProbeReport, enabled: bool, network: bool) -> Assessment {
+    let none = |why: String| Assessment {
+        marker: Marker {
+            backend: "none".into(),
+            enforcement: "none".into(),
+        },
+        missing: vec![why],
+        layers: Layers::default(),
+    };
+    if !enabled {
+        return none("the sandbox is disabled (sandbox_enabled = false)".into());
+    }
+    if caps.landlock_abi < 1 {
+        return none("landlock is unavailable on this host".into());
+    }
+    let mut missing = Vec::new();
+    if network {
+        missing.push("the network is on (hosts are not restricted)".to_string());
+    }
+    if !caps.seccomp {
+        missing.push("seccomp is unavailable (sockets, including unix sockets, stay open)".into());
+    }
+    if !caps.namespaces {
+        missing.push(
+            "user namespaces are unavailable (protected paths such as .git stay writable)".into(),
+        );
+    }
+    if caps.landlock_abi < 6 {
+        missing.push(format!(
+            "landlock ABI {} lacks the signal and abstract-socket scopes (needs 6)",
+            caps.landlock_abi
+        ));
+    }
+    Assessment {
+        marker: Marker {
+            backend: "landlock".into(),
+            enforcement: if missing.is_empty() {
+                "full"
+            } else {
+                "partial"
+            }
+            .into(),
+        },
+        missing,
+        layers: Layers {
+            namespaces: caps.namespaces,
+            pid_namespace: caps.namespaces && caps.pid_namespace,
+            net_namespace: caps.namespaces,
+            landlock: true,
+            seccomp: caps.seccomp,
+        },
+    }
+}
+
+/// What one call runs with.
+pub struct Prepared {
+    pub marker: Marker,
+    /// `None` when the sandbox is disabled: the command runs directly (own group, death
+    /// signal, no restrictions).
+    pub launch: Option<LaunchSpec>,
+}
+
+/// The process-wide sandbox service.
+pub struct Sandbox {
+    launcher: Option<PathBuf>,
+    hidden: Vec<PathBuf>,
+    config: Box<dyn Fn() -> Option<Config> + Send + Sync>,
+    caps: OnceCell<ProbeReport>,
+}
+
+static GLOBAL: OnceLock<Arc<Sandbox>> = OnceLock::new();
+
+/// Installs the service (once, at boot). Later calls are ignored.
+pub fn install(s: Sandbox) -> Arc<Sandbox> {
+    let s = Arc::new(s);
+    let _ = GLOBAL.set(s.clone());
+    GLOBAL.get().cloned().unwrap_or(s)
+}
+
+/// The installed service, if boot installed one (unit tests run without it).
+pub fn global() -> Option<Arc<Sandbox>> {
+    GLOBAL.get().cloned()
+}
+
+impl Sandbox {
+    /// `launcher`: our own executable; `hidden`: credential paths the composition root names
+    /// (always unreadable); `config`: the live config.
+    pub fn new(
+        launcher: Option<PathBuf>,
+        hidden: Vec<PathBuf>,
+        config: impl Fn() -> Option<Config> + Send + Sync + 'static,
+    ) -> Sandbox {
+        Sandbox {
+            launcher,
+            hidden,
+            config: Box::new(config),
+            caps: OnceCell::new(),
+        }
+    }
+
+    pub fn launcher(&self) -> Option<&Path> {
+        self.launcher.as_deref()
+    }
+
+    /// What the host can enforce, probed once (in a launcher child: namespaces can only be
+    /// tried in a single-threaded process). Each unavailable layer is logged here, once.
+    pub async fn caps(&self) -> &ProbeReport {
+        self.caps
+            .get_or_init(|| async {
+                let report = probe(self.launcher.as_deref()).await;
+                for e in &report.errors {
+                    tracing::warn!("sandbox layer unavailable, enforcement is lowered: {e}");
+                }
+                report
+            })
+            .await
+    }
+
+    fn config(&self) -> Option<Config> {
+        (self.config)()
+    }
+
+    /// The live settings, or the built-in defaults when no config is attached.
+    pub fn settings(&self) -> Option<crate::config::Settings> {
+        self.config()
+            .or_else(|| Config::load(&crate::config::Inputs::default()).ok())
+            .map(|c| c.settings())
+    }
+
+    /// `sandbox.describe`: the marker a call with this egress would carry.
+    pub async fn describe(&self, network: Option<bool>) -> Assessment {
+        let cfg = self.config();
+        let settings = cfg.as_ref().map(|c| c.settings());
+        let enabled = settings.as_ref().is_none_or(|s| s.sandbox_enabled);
+        let network =
+            network.unwrap_or_else(|| settings.as_ref().is_some_and(|s| s.sandbox_network));
+        assess(self.caps().await, enabled, network)
+    }
+
+    /// Resolves a call's request against the config into what to run; an unmet
+    /// `requireFull` / `requireBackend` or an attempt to loosen a managed pin is an error.
+    pub async fn prepare(
+        &self,
+        workspace: &Path,
+        req: Option<&ExecSandboxRequest>,
+        tmp_dir: Option<&Path>,
+        pid_namespace: bool,
+    ) -> Result<Prepared, String> {
+        let cfg = self.config();
+        let settings = cfg.as_ref().map(|c| c.settings());
+        let merged = cfg.as_ref().map(|c| c.merged());
+        let pinned = |key: &str| {
+            merged
+                .as_ref()
+                .and_then(|m| m.get(key))
+                .is_some_and(|r| r.source == Source::Managed)
+        };
+        let default_req = ExecSandboxRequest::default();
+        let req = req.unwrap_or(&default_req);
+        let cfg_network = settings.as_ref().is_some_and(|s| s.sandbox_network);
+        let network = match req.network {
+            Some(true) if !cfg_network && pinned("sandbox_network") => {
+                return Err(
+                    "execSandbox.network: true is refused: the managed config pins sandbox_network = false"
+                        .into(),
+                );
+            }
+            Some(n) => n,
+            None => cfg_network,
+        };
+        let mut roots = settings
+            .as_ref()
+            .map(|s| s.sandbox_writable_roots.clone())
+            .unwrap_or_default();
+        if let Some(extra) = &req.writable_roots {
+            if !extra.is_empty() && pinned("sandbox_writable_roots") {
+                return Err("execSandbox.writableRoots is refused: the managed config pins sandbox_writable_roots".into());
+            }
+            if let Some(rel) = extra.iter().find(|p| !p.is_absolute()) {
+                return Err(format!(
+                    "execSandbox.writableRoots entries must be absolute paths, got {}",
+                    rel.display()
+                ));
+            }
+            roots.extend(extra.iter().cloned());
+        }
+        let enabled = settings.as_ref().is_none_or(|s| s.sandbox_enabled);
+        let a = assess(self.caps().await, enabled, network);
+        if req.require_full && a.marker.enforcement != "full" {
+            return Err(format!(
+                "execSandbox.requireFull: this call would run with enforcement '{}' (backend '{}'); missing: {}",
+                a.marker.enforcement,
+                a.marker.backend,
+                a.missing.join("; ")
+            ));
+        }
+        if let Some(want) = &req.require_backend
+            && want != &a.marker.backend
+        {
+            return Err(format!(
+                "execSandbox.requireBackend: '{want}' is not available; this host's backend is '{}'{}",
+                a.marker.backend,
+                if a.missing.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", a.missing.join("; "))
+                }
+            ));
+        }
+        if !enabled || self.launcher.is_none() {
+            return Ok(Prepared {
+                marker: a.marker,
+                launch: None,
+            });
+        }
+        let mut hidden = self.hidden.clone();
+        if let Some(s) = &settings {
+            hidden.extend(s.blocked_paths.iter().cloned());
+        }
+        let policy = Policy::for_workspace(
+            workspace,
+            &roots,
+            network,
+            req.allowed_hosts.clone().unwrap_or_default(),
+            hidden,
+        );
+        let mut layers = a.layers;
+        layers.pid_namespace &= pid_namespace;
+        Ok(Prepared {
+            marker: a.marker,
+            launch: Some(LaunchSpec {
+                policy,
+                layers,
+                tmp_dir: tmp_dir.map(Path::to_path_buf),
+                parent: std::process::id() as i32,
+            }),
+        })
+    }
+}
+
+async fn probe(launcher: Option<&Path>) -> ProbeReport {
+    let unavailable = |why: String| ProbeReport {
+        errors: vec![why],
+        ..Default::default()
+    };
+    let Some(exe) = launcher else {
+        return unavailable("the sandbox launcher is not available in this process".into());
+    };
+    let run = tokio::process::Command::new(exe)
+        .args([launcher::SUBCOMMAND, "--probe"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(PROBE_TIMEOUT, run).await {
+        Ok(Ok(out)) if out.status.success() => {
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+                unavailable(format!("the sandbox probe's report is unreadable: {e}"))
+            })
+        }
+        Ok(Ok(out)) => unavailable(format!("the sandbox probe failed ({})", out.status)),
+        Ok(Err(e)) => unavailable(format!(
+            "cannot run the sandbox probe {}: {e}",
+            exe.display()
+        )),
+        Err(_) => unavailable("the sandbox probe timed out".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(abi: i32, ns: bool, seccomp: bool) -> ProbeReport {
+        ProbeReport {
+            landlock_abi: abi,
+            namespaces: ns,
+            pid_namespace: ns,
+            seccomp,
+            errors: vec![],
+        }
+    }
+
+    #[test]
+    fn enforcement_levels() {
+        let full = assess(&caps(7, true, true), true, false);
+        assert_eq!(
+            (
+                full.marker.backend.as_str(),
+                full.marker.enforcement.as_str()
+            ),
+            ("landlock", "full")
+        );
+        assert!(full.layers.landlock && full.layers.seccomp && full.layers.pid_namespace);
+        let net = assess(&caps(7, true, true), true, true);
+        assert_eq!(net.marker.enforcement, "partial");
+        assert!(net.missing[0].contains("network"));
+        let no_ns = assess(&caps(7, false, true), true, false);
+        assert_eq!(no_ns.marker.enforcement, "partial");
+        assert!(!no_ns.layers.namespaces && !no_ns.layers.pid_namespace);
+        let old = assess(&caps(3, true, true), true, false);
+        assert_eq!(old.marker.enforcement, "partial");
+        let none = assess(&caps(0, true, true), true, false);
+        assert_eq!(
+            (
+                none.marker.backend.as_str(),
+                none.marker.enforcement.as_str()
+            ),
+            ("none", "none")
+        );
+        let off = assess(&caps(7, true, true), false, false);
+        assert_eq!(off.marker.enforcement, "none");
+        assert_eq!(off.layers, Layers::default());
+    }
+}

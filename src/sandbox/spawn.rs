@@ -1,0 +1,234 @@
+//! The one way child processes start: their own process group, a death signal, registration
+//! with the lifecycle (so shutdown kills the group), and, when a launch spec is given, the
+//! sandbox launcher in front of the command.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+
+use super::launcher::SUBCOMMAND;
+use super::policy::LaunchSpec;
+use crate::lifecycle::Lifecycle;
+
+/// Spawn attempts when exec(2) says ETXTBSY: the file is briefly held open for writing (being
+/// replaced, or a concurrent fork inherited a writer's descriptor).
+const SPAWN_ATTEMPTS: u32 = 5;
+
+/// What to run.
+pub struct SpawnSpec {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    pub cwd: PathBuf,
+    /// `Some`: exactly this environment; `None`: inherit ours.
+    pub env: Option<Vec<(OsString, OsString)>>,
+    /// Added on top (plugin manifests' `env`, `TMPDIR`).
+    pub extra_env: Vec<(OsString, OsString)>,
+    pub stdin: Stdio,
+    /// Run through the launcher with this spec; `None` runs the program directly.
+    pub launch: Option<LaunchSpec>,
+    /// Our own executable (the launcher). Without it a launch spec cannot be honoured and
+    /// the caller must not ask for one.
+    pub launcher: Option<PathBuf>,
+}
+
+/// Builds the command: launcher in front when asked, own process group, death signal.
+fn command(spec: &SpawnSpec) -> std::io::Result<Command> {
+    let mut cmd = match (&spec.launch, &spec.launcher) {
+        (Some(launch), Some(exe)) => {
+            let json = serde_json::to_string(launch).map_err(std::io::Error::other)?;
+            let mut c = Command::new(exe);
+            c.arg(SUBCOMMAND)
+                .arg("--spec")
+                .arg(json)
+                .arg("--")
+                .arg(&spec.program)
+                .args(&spec.args);
+            c
+        }
+        (Some(_), None) => {
+            return Err(std::io::Error::other(
+                "the sandbox launcher is unavailable in this process",
+            ));
+        }
+        (None, _) => {
+            let mut c = Command::new(&spec.program);
+            c.args(&spec.args);
+            let parent = std::process::id() as libc::pid_t;
+            // SAFETY: only async-signal-safe syscalls run between fork and exec.
+            unsafe {
+                c.pre_exec(move || {
+                    if libc::prctl(
+                        libc::PR_SET_PDEATHSIG,
+                        libc::SIGKILL as libc::c_ulong,
+                        0,
+                        0,
+                        0,
+                    ) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    if libc::getppid() != parent {
+                        return Err(std::io::Error::other("the parent exited during spawn"));
+                    }
+                    Ok(())
+                });
+            }
+            c
+        }
+    };
+    if let Some(env) = &spec.env {
+        cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+    }
+    cmd.envs(spec.extra_env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&spec.cwd)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    Ok(cmd)
+}
+
+/// A started child and its process group (killed and unregistered when dropped).
+pub struct Spawned<'a> {
+    pub child: Child,
+    pub group: Group<'a>,
+}
+
+/// Spawns `spec`, retrying briefly on ETXTBSY, and registers its group with `lifecycle`.
+pub async fn spawn(
+    mut spec: SpawnSpec,
+    lifecycle: Option<&Lifecycle>,
+) -> std::io::Result<Spawned<'_>> {
+    let stdin = std::mem::replace(&mut spec.stdin, Stdio::null());
+    let mut cmd = command(&spec)?;
+    cmd.stdin(stdin);
+    let mut attempt = 1;
+    let child = loop {
+        match cmd.spawn() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && attempt < SPAWN_ATTEMPTS => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => break other?,
+        }
+    };
+    // process_group(0) makes the child its own group leader, so its pid is the pgid.
+    let Some(pgid) = child.id().and_then(|p| i32::try_from(p).ok()) else {
+        return Err(std::io::Error::other(
+            "the child exited before its pid could be read",
+        ));
+    };
+    if let Some(l) = lifecycle {
+        l.register_child_group(pgid);
+    }
+    Ok(Spawned {
+        child,
+        group: Group {
+            pgid,
+            lifecycle,
+            armed: true,
+        },
+    })
+}
+
+/// A registered process group: SIGKILLed (if still armed) and unregistered on drop, however
+/// the owner ends (a dropped future included).
+pub struct Group<'a> {
+    pgid: i32,
+    lifecycle: Option<&'a Lifecycle>,
+    armed: bool,
+}
+
+impl Group<'_> {
+    pub fn pgid(&self) -> i32 {
+        self.pgid
+    }
+
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        // Never 0 or 1: killpg(0) is our own group and 1 is init.
+        if self.armed && self.pgid > 1 {
+            let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(self.pgid), sig);
+        }
+    }
+
+    pub fn kill(&self) {
+        self.signal(nix::sys::signal::Signal::SIGKILL);
+    }
+
+    /// Done with the group (its leader was reaped and it was killed): never signal the id
+    /// again, since it could be recycled.
+    pub fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Group<'_> {
+    fn drop(&mut self) {
+        self.kill();
+        if let Some(l) = self.lifecycle {
+            l.unregister_child_group(self.pgid);
+        }
+    }
+}
+
+/// SIGTERM to the group, then SIGKILL after `grace` if the leader is still running; waits for
+/// the leader. Returns whether it was reaped.
+pub async fn terminate(child: &mut Child, group: &Group<'_>, grace: Duration) -> bool {
+    group.signal(nix::sys::signal::Signal::SIGTERM);
+    if let Ok(Ok(_)) = tokio::time::timeout(grace, child.wait()).await {
+        group.kill();
+        return true;
+    }
+    group.kill();
+    matches!(
+        tokio::time::timeout(Duration::from_secs(5), child.wait()).await,
+        Ok(Ok(_))
+    )
+}
+
+/// A private temp dir (mode 0700) for one command, removed when dropped.
+pub struct PrivateTmp {
+    path: PathBuf,
+}
+
+impl PrivateTmp {
+    pub fn create() -> std::io::Result<PrivateTmp> {
+        use std::os::unix::fs::DirBuilderExt;
+        static N: AtomicU64 = AtomicU64::new(0);
+        let base = std::env::temp_dir();
+        for _ in 0..16 {
+            let n = N.fetch_add(1, Ordering::Relaxed);
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0);
+            let path = base.join(format!(
+                "outrigger-sbx-{}-{n}-{nanos:08x}",
+                std::process::id()
+            ));
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => return Ok(PrivateTmp { path }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(std::io::Error::other(format!(
+            "cannot create a private temp dir under {}",
+            base.display()
+        )))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for PrivateTmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}

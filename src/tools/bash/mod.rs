@@ -1,0 +1,483 @@
+//! `bash {command, timeoutMs?, description?}` (mode `local`): `bash -c` without rc files,
+//! stdin `/dev/null`, in the workspace, through the sandbox launcher unless the config
+//! disables it, with a scrubbed environment. On timeout or cancel the whole process group
+//! gets SIGTERM, then SIGKILL after a grace period, and what was captured is returned.
+
+pub mod output;
+pub mod saved;
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::sandbox::launcher::{ERROR_PREFIX, LAUNCH_FAILED};
+use crate::sandbox::spawn::{PrivateTmp, SpawnSpec, spawn, terminate};
+use crate::sandbox::{Marker, Sandbox};
+use crate::tools::{Tool, ToolContext, ToolFuture, ToolMode, ToolResult};
+
+/// The most a call may ask for with `timeoutMs` (ten minutes).
+pub const TIMEOUT_CEILING_MS: u64 = 600_000;
+/// Between SIGTERM and SIGKILL on timeout or cancel.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+/// After the command ends, how long the readers may take to drain the pipes (generous: a
+/// loaded runtime may be slow to reach a reader, and cutting it short loses output).
+const DRAIN_GRACE: Duration = Duration::from_secs(5);
+/// Bytes of a stream's end remembered past the save cap (the model sees the true end).
+const TAIL_KEEP: usize = 64 * 1024;
+/// Variables removed whatever the lists say: they make a non-interactive bash read files.
+const ALWAYS_REMOVED: &[&str] = &["BASH_ENV", "ENV"];
+
+pub struct BashTool {
+    sandbox: Arc<Sandbox>,
+    /// Workspaces whose saved output was pruned this process.
+    pruned: Mutex<HashSet<PathBuf>>,
+}
+
+impl BashTool {
+    pub const NAME: &'static str = "bash";
+
+    pub fn new(sandbox: Arc<Sandbox>) -> BashTool {
+        BashTool {
+            sandbox,
+            pruned: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Prunes a workspace's saved output once per process, in the background.
+    fn prune_once(&self, workspace: &Path) {
+        let first = self
+            .pruned
+            .lock()
+            .map(|mut s| s.insert(workspace.to_path_buf()))
+            .unwrap_or(false);
+        if first {
+            let ws = workspace.to_path_buf();
+            tokio::task::spawn_blocking(move || saved::prune(&ws));
+        }
+    }
+}
+
+impl Tool for BashTool {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn description(&self) -> &str {
+        "Run a shell command with bash in the workspace and return its exit code, stdout and \
+         stderr. stdin is empty. By default the command can write only inside the workspace and \
+         a private temp dir ($TMPDIR), .git and agent configuration stay read-only, and the \
+         network is off. Long output keeps its start and end; the full output is saved and \
+         data.file_path names the file. Commands time out (timeoutMs, default 120000)."
+    }
+
+    fn parameters(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The bash command line to run."},
+                "timeoutMs": {
+                    "type": "integer", "minimum": 1, "maximum": TIMEOUT_CEILING_MS,
+                    "description": "Kill the command after this many milliseconds."
+                },
+                "description": {"type": "string", "description": "What the command does, in a few words."}
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        })
+    }
+
+    fn mode(&self) -> ToolMode {
+        ToolMode::Local
+    }
+
+    fn call(self: Arc<Self>, ctx: ToolContext, args: Map<String, Value>) -> ToolFuture {
+        Box::pin(async move { self.run(ctx, args).await })
+    }
+}
+
+/// How the command ended.
+enum End {
+    Exited(i32),
+    TimedOut,
+    Cancelled,
+    WaitFailed(String),
+}
+
+impl BashTool {
+    async fn run(&self, ctx: ToolContext, args: Map<String, Value>) -> ToolResult {
+        let command = args.get("command").and_then(Value::as_str).unwrap_or("");
+        if command.trim().is_empty() {
+            return ToolResult::recoverable(
+                "command is empty: pass the bash command line in `command`",
+            );
+        }
+        let Some(settings) = self.sandbox.settings() else {
+            return ToolResult::recoverable("bash: the configuration cannot be read");
+        };
+        let timeout_ms = args
+            .get("timeoutMs")
+            .and_then(Value::as_u64)
+            .unwrap_or(settings.bash_timeout_ms)
+            .clamp(1, TIMEOUT_CEILING_MS);
+        let workspace = ctx.workspace_root.clone();
+        self.prune_once(&workspace);
+
+        let tmp = match PrivateTmp::create() {
+            Ok(t) => t,
+            Err(e) => {
+                return ToolResult::recoverable(format!(
+                    "bash: cannot create a private temp dir: {e}"
+                ));
+            }
+        };
+        let prepared = match self
+            .sandbox
+            .prepare(
+                &workspace,
+                ctx.exec_sandbox.as_ref(),
+                Some(tmp.path()),
+                true,
+            )
+            .await
+        {
+            Ok(p) => p,
+            Err(e) => {
+                let network = ctx.exec_sandbox.as_ref().and_then(|r| r.network);
+                let marker = self.sandbox.describe(network).await.marker;
+                return with_marker(
+                    ToolResult::recoverable(format!("bash refused: {e}"))
+                        .with_data("kind", "sandbox_unmet"),
+                    &marker,
+                );
+            }
+        };
+        let marker = prepared.marker.clone();
+
+        let tmp_os = tmp.path().as_os_str().to_os_string();
+        let mut env = scrub_env(
+            std::env::vars_os(),
+            &settings.bash_env_deny,
+            &settings.bash_env_allow,
+        );
+        for k in ["TMPDIR", "TMP", "TEMP"] {
+            env.push((k.into(), tmp_os.clone()));
+        }
+        let spec = SpawnSpec {
+            program: PathBuf::from("bash"),
+            args: vec![
+                "--noprofile".into(),
+                "--norc".into(),
+                "-c".into(),
+                command.into(),
+            ],
+            cwd: workspace.clone(),
+            env: Some(env),
+            extra_env: Vec::new(),
+            stdin: Stdio::null(),
+            launch: prepared.launch,
+            launcher: self.sandbox.launcher().map(Path::to_path_buf),
+        };
+        let started = Instant::now();
+        let lifecycle = ctx.lifecycle.as_deref();
+        let mut spawned = match spawn(spec, lifecycle).await {
+            Ok(s) => s,
+            Err(e) => {
+                return with_marker(
+                    ToolResult::recoverable(format!(
+                        "bash: cannot start bash in {}: {e}",
+                        workspace.display()
+                    )),
+                    &marker,
+                );
+            }
+        };
+        let stop = CancellationToken::new();
+        let out_task = tokio::spawn(read_capped(spawned.child.stdout.take(), stop.clone()));
+        let err_task = tokio::spawn(read_capped(spawned.child.stderr.take(), stop.clone()));
+
+        let end = tokio::select! {
+            biased;
+            _ = ctx.cancel.cancelled() => End::Cancelled,
+            st = spawned.child.wait() => match st {
+                Ok(s) => End::Exited(exit_code(s)),
+                Err(e) => End::WaitFailed(e.to_string()),
+            },
+            _ = tokio::time::sleep(Duration::from_millis(timeout_ms)) => End::TimedOut,
+        };
+        let reaped = match end {
+            End::Exited(_) | End::WaitFailed(_) => {
+                // Stragglers (a `cmd &` outside a PID namespace) would hold the pipes open.
+                spawned.group.kill();
+                true
+            }
+            End::TimedOut | End::Cancelled => {
+                terminate(&mut spawned.child, &spawned.group, KILL_GRACE).await
+            }
+        };
+        if reaped {
+            spawned.group.disarm();
+        }
+        let deadline = tokio::time::Instant::now() + DRAIN_GRACE;
+        let out = finish(out_task, &stop, deadline).await;
+        let err = finish(err_task, &stop, deadline).await;
+        drop(spawned);
+        drop(tmp);
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+
+        let raw = settings.bash_raw_output;
+        let stdout = out.text(raw);
+        let stderr = err.text(raw);
+        if let End::Exited(LAUNCH_FAILED) = end
+            && let Some(line) = stderr.lines().find(|l| l.starts_with(ERROR_PREFIX))
+        {
+            return with_marker(
+                ToolResult::recoverable(format!(
+                    "bash did not run: the sandbox launcher failed: {}",
+                    line.trim_start_matches(ERROR_PREFIX).trim()
+                ))
+                .with_data("kind", "sandbox_failed"),
+                &marker,
+            );
+        }
+        let failed = !matches!(end, End::Exited(0));
+        let (bo, be) = output::bound(&stdout, &stderr, settings.bash_max_output_bytes, failed);
+        let truncated = bo.omitted > 0 || be.omitted > 0 || out.overflowed() || err.overflowed();
+        let mut data = Map::new();
+        data.insert(
+            "exitCode".into(),
+            match end {
+                End::Exited(c) => json!(c),
+                _ => Value::Null,
+            },
+        );
+        data.insert("stdout".into(), json!(bo.text));
+        data.insert("stderr".into(), json!(be.text));
+        data.insert("truncated".into(), json!(truncated));
+        data.insert("durationMs".into(), json!(duration_ms));
+        if truncated {
+            match saved::save(&workspace, &ctx.call_id, &stdout, &stderr) {
+                Ok(p) => {
+                    data.insert("file_path".into(), json!(p.display().to_string()));
+                }
+                Err(e) => tracing::warn!(
+                    "bash: cannot save the full output under {}: {e}",
+                    workspace.join(saved::OUTPUT_DIR).display()
+                ),
+            }
+        }
+        let result = match &end {
+            End::Exited(0) => ToolResult::ok(data),
+            End::Exited(c) => failure(format!("exit {c}"), data),
+            End::TimedOut => failure(
+                format!("bash timed out after {timeout_ms} ms; its process group was killed (output so far is in data)"),
+                data,
+            )
+            .with_data("timedOut", true),
+            End::Cancelled => failure(
+                "cancelled: the command's process group was killed (output so far is in data)".into(),
+                data,
+            )
+            .with_data("cancelled", true),
+            End::WaitFailed(e) => failure(format!("bash: waiting for the command failed: {e}"), data),
+        };
+        with_marker(result, &marker)
+    }
+}
+
+fn failure(error: String, data: Map<String, Value>) -> ToolResult {
+    ToolResult {
+        data: Some(data),
+        ..ToolResult::recoverable(error)
+    }
+}
+
+fn with_marker(r: ToolResult, m: &Marker) -> ToolResult {
+    r.with_data(
+        "_sandbox",
+        json!({"backend": m.backend, "enforcement": m.enforcement}),
+    )
+}
+
+fn exit_code(s: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
+}
+
+/// Whether `name` matches a `*`-wildcard pattern (case-sensitive, like env names).
+fn wildcard(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == name;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// The inherited environment minus secrets: names matching a deny pattern go unless an allow
+/// pattern keeps them; `BASH_ENV`/`ENV` always go.
+pub fn scrub_env(
+    vars: impl Iterator<Item = (OsString, OsString)>,
+    deny: &[String],
+    allow: &[String],
+) -> Vec<(OsString, OsString)> {
+    vars.filter(|(k, _)| {
+        let Some(name) = k.to_str() else {
+            return true;
+        };
+        if ALWAYS_REMOVED.contains(&name) {
+            return false;
+        }
+        let denied = deny.iter().any(|p| wildcard(p, name));
+        !denied || allow.iter().any(|p| wildcard(p, name))
+    })
+    .collect()
+}
+
+/// A stream's first `SAVE_CAP` bytes, its last `TAIL_KEEP` bytes, and its length.
+struct Capture {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    total: usize,
+}
+
+impl Capture {
+    fn push(&mut self, chunk: &[u8]) {
+        self.total += chunk.len();
+        let take = saved::SAVE_CAP
+            .saturating_sub(self.head.len())
+            .min(chunk.len());
+        self.head.extend_from_slice(&chunk[..take]);
+        let rest = &chunk[take..];
+        if !rest.is_empty() {
+            self.tail.extend_from_slice(rest);
+            if self.tail.len() > 2 * TAIL_KEEP {
+                let cut = self.tail.len() - TAIL_KEEP;
+                self.tail.drain(..cut);
+            }
+        }
+    }
+
+    fn overflowed(&self) -> bool {
+        self.total > self.head.len() + self.tail.len()
+    }
+
+    /// The stream as text (cleaned unless `raw`); a gap past the save cap is marked with its
+    /// exact byte count.
+    fn text(&self, raw: bool) -> String {
+        let conv = |b: &[u8]| {
+            let s = String::from_utf8_lossy(b);
+            if raw {
+                s.into_owned()
+            } else {
+                output::clean(&s)
+            }
+        };
+        let gap = self.total - self.head.len() - self.tail.len();
+        if gap == 0 {
+            let mut all = self.head.clone();
+            all.extend_from_slice(&self.tail);
+            conv(&all)
+        } else {
+            format!(
+                "{}\n[{gap} bytes omitted]\n{}",
+                conv(&self.head),
+                conv(&self.tail)
+            )
+        }
+    }
+}
+
+async fn read_capped<R: AsyncRead + Unpin>(pipe: Option<R>, stop: CancellationToken) -> Capture {
+    let mut cap = Capture {
+        head: Vec::new(),
+        tail: Vec::new(),
+        total: 0,
+    };
+    let Some(mut r) = pipe else {
+        return cap;
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => break,
+            res = r.read(&mut buf) => match res {
+                Ok(0) | Err(_) => break,
+                Ok(n) => cap.push(&buf[..n]),
+            },
+        }
+    }
+    cap
+}
+
+async fn finish(
+    mut task: tokio::task::JoinHandle<Capture>,
+    stop: &CancellationToken,
+    deadline: tokio::time::Instant,
+) -> Capture {
+    let empty = || Capture {
+        head: Vec::new(),
+        tail: Vec::new(),
+        total: 0,
+    };
+    match tokio::time::timeout_at(deadline, &mut task).await {
+        Ok(res) => res.unwrap_or_else(|_| empty()),
+        Err(_) => {
+            stop.cancel();
+            task.await.unwrap_or_else(|_| empty())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_scrub_removes_secrets_and_honours_allow() {
+        let vars = [
+            ("PATH", "/bin"),
+            ("OPENAI_API_KEY", "k"),
+            ("GITHUB_TOKEN", "t"),
+            ("AWS_SECRET", "s"),
+            ("OUTRIGGER_HOME", "h"),
+            ("BASH_ENV", "/x"),
+            ("KEEP_TOKEN", "ok"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let deny: Vec<String> = ["*_API_KEY", "*_TOKEN", "*_SECRET", "OUTRIGGER_*"]
+            .map(String::from)
+            .to_vec();
+        let kept: Vec<String> = scrub_env(vars.into_iter(), &deny, &["KEEP_*".into()])
+            .into_iter()
+            .map(|(k, _)| k.into_string().unwrap())
+            .collect();
+        assert_eq!(kept, vec!["PATH", "KEEP_TOKEN"]);
+    }
+
+    #[test]
+    fn wildcards() {
+        assert!(wildcard("*_TOKEN", "GH_TOKEN"));
+        assert!(!wildcard("*_TOKEN", "TOKENS"));
+        assert!(wildcard("A*B*C", "AxxBxxC"));
+        assert!(!wildcard("A*B*C", "AC"));
+        assert!(wildcard("EXACT", "EXACT"));
+    }
+}

@@ -1,0 +1,153 @@
+//! Workspace file tools: path containment, read-before-write state, `read_file`,
+//! `write_file`, `edit_file`, `apply_patch`, and the edit algorithm they share.
+
+pub mod edit;
+pub mod glob;
+pub mod grep;
+pub mod ls;
+pub mod patch;
+pub mod paths;
+pub mod read;
+pub mod state;
+pub mod walk;
+pub mod write;
+
+use std::sync::{Arc, Mutex};
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::config::Settings;
+use crate::tools::router::{Registration, Router};
+use crate::tools::{ToolContext, ToolResult};
+use paths::Workspace;
+use state::ReadState;
+
+/// Where the file tools read the current settings (config can change at runtime).
+pub type SettingsFn = Arc<dyn Fn() -> Settings + Send + Sync>;
+
+/// What the file tools share: settings, the read-before-write state and the write lock.
+pub struct FsEnv {
+    pub state: ReadState,
+    settings: SettingsFn,
+    /// Held from the CAS check to the rename so two calls in this process cannot interleave
+    /// on a file (the check would pass for both and one write would be lost).
+    write_lock: Mutex<()>,
+}
+
+impl FsEnv {
+    pub fn new(settings: SettingsFn) -> Arc<FsEnv> {
+        Arc::new(FsEnv {
+            state: ReadState::new(),
+            settings,
+            write_lock: Mutex::new(()),
+        })
+    }
+
+    pub fn settings(&self) -> Settings {
+        (self.settings)()
+    }
+
+    pub fn workspace(&self, ctx: &ToolContext, settings: &Settings) -> Result<Workspace, String> {
+        Workspace::new(&ctx.workspace_root, settings).map_err(|e| e.to_string())
+    }
+
+    pub(crate) fn lock_writes(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.write_lock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Registers `read_file`, `write_file`, `edit_file`, `apply_patch`, `ls`, `glob` and `grep`
+/// on the router.
+pub fn register(router: &Router, env: &Arc<FsEnv>) {
+    let tools: Vec<Arc<dyn crate::tools::Tool>> = vec![
+        Arc::new(read::ReadFile::new(env.clone())),
+        Arc::new(write::WriteFile::new(env.clone())),
+        Arc::new(write::EditFile::new(env.clone())),
+        Arc::new(patch::ApplyPatch::new(env.clone())),
+        Arc::new(ls::Ls::new(env.clone())),
+        Arc::new(glob::Glob::new(env.clone())),
+        Arc::new(grep::Grep::new(env.clone())),
+    ];
+    for t in tools {
+        let name = t.name().to_string();
+        if let Err(e) = router.register(Registration::new(t)) {
+            tracing::error!("cannot register built-in tool {name}: {e}");
+        }
+    }
+}
+
+/// Clips text to `max_chars` characters: the head 20 % and the tail 80 % joined by
+/// `\n...[N chars truncated]...\n`. Returns the text and how many characters were cut.
+pub fn clip(text: &str, max_chars: usize) -> (String, usize) {
+    let total = text.chars().count();
+    if total <= max_chars {
+        return (text.to_string(), 0);
+    }
+    let head = max_chars / 5;
+    let tail = max_chars - head;
+    let cut = total - head - tail;
+    let head_end = text.char_indices().nth(head).map_or(text.len(), |(i, _)| i);
+    let tail_start = text
+        .char_indices()
+        .nth(total - tail)
+        .map_or(text.len(), |(i, _)| i);
+    (
+        format!(
+            "{}\n...[{cut} chars truncated]...\n{}",
+            &text[..head_end],
+            &text[tail_start..]
+        ),
+        cut,
+    )
+}
+
+/// The JSON Schema of an argument struct, as a tool's `parameters`.
+pub(crate) fn schema_of<T: schemars::JsonSchema>() -> Value {
+    let mut v = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+    if let Value::Object(m) = &mut v {
+        // Hosts and providers want a bare object schema; the dialect marker adds nothing.
+        m.remove("$schema");
+        m.remove("title");
+    }
+    v
+}
+
+#[allow(clippy::result_large_err)] // the failure is the result handed back
+pub(crate) fn parse_args<T: DeserializeOwned>(args: Map<String, Value>) -> Result<T, ToolResult> {
+    serde_json::from_value(Value::Object(args))
+        .map_err(|e| ToolResult::recoverable(format!("invalid arguments: {e}")))
+}
+
+/// Runs blocking file work off the async workers.
+pub(crate) async fn blocking(f: impl FnOnce() -> ToolResult + Send + 'static) -> ToolResult {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(e) => ToolResult::recoverable(format!("file operation failed: {e}")),
+    }
+}
+
+/// A recoverable failure carrying a machine-readable `data.code`.
+pub(crate) fn fail(code: &str, msg: impl Into<String>) -> ToolResult {
+    ToolResult::recoverable(msg).with_data("code", code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clip_keeps_head_and_tail() {
+        let text: String = "0123456789".repeat(100);
+        let (out, cut) = clip(&text, 100);
+        assert_eq!(cut, 900);
+        assert!(out.starts_with(&text[..20]));
+        assert!(out.ends_with(&text[920..]));
+        assert!(out.contains("\n...[900 chars truncated]...\n"));
+        assert_eq!(clip("short", 100), ("short".to_string(), 0));
+        // Characters, not bytes.
+        let (out, cut) = clip(&"中".repeat(20), 10);
+        assert_eq!(cut, 10);
+        assert!(out.starts_with("中中\n"));
+    }
+}

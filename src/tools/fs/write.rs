@@ -1,0 +1,510 @@
+//! `write_file` and `edit_file`, the read-before-write gate they share with `apply_patch`,
+//! and the atomic replace (same-directory temp file, target's mode bits, fsync, rename).
+
+// Failures are the `ToolResult` handed back to the model (a cold path), so the large `Err`
+// variant costs nothing worth boxing for.
+#![allow(clippy::result_large_err)]
+
+use std::ffi::OsStr;
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{Mode, SFlag};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::edit::{Edit, apply_edits};
+use super::paths::Workspace;
+use super::read::{load_bytes, load_text, path_failure};
+use super::state::version_of;
+use super::{FsEnv, blocking, fail, parse_args, schema_of};
+use crate::tools::{Tool, ToolContext, ToolFuture, ToolMode, ToolResult};
+
+/// The truncation guard applies to existing files at least this large…
+pub const TRUNCATION_GUARD_MIN_BYTES: usize = 8192;
+/// …when the new content is shorter than max(this, a quarter of the old size).
+pub const TRUNCATION_GUARD_FLOOR: usize = 512;
+
+/// Which rules of the gate apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gate {
+    /// A blind full overwrite: refused after a partial read.
+    Write,
+    /// A targeted, matched edit: allowed after a partial read.
+    Edit,
+}
+
+/// The read-before-write gate. `current` is the file's bytes (`None`: it does not exist, a
+/// plain create that is never gated).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn check_gate(
+    env: &FsEnv,
+    ctx: &ToolContext,
+    abs: &Path,
+    shown: &str,
+    current: Option<&[u8]>,
+    expected: Option<&str>,
+    gate: Gate,
+    require_read: bool,
+) -> Result<(), ToolResult> {
+    let Some(current) = current else {
+        return Ok(());
+    };
+    let now = version_of(current);
+    let seen = env.state.get(ctx.session_id.as_deref(), abs);
+    if let Some(want) = expected {
+        if !want.eq_ignore_ascii_case(&now) {
+            return Err(fail(
+                "conflict",
+                format!(
+                    "conflict: {shown} changed since version {want} (it is now {now}); read it again and retry with the new version"
+                ),
+            )
+            .with_data("currentVersion", now));
+        }
+    } else {
+        match &seen {
+            None if require_read => {
+                return Err(fail(
+                    "not_read",
+                    format!(
+                        "{shown} already exists but this session has not read it; read it first, then write with the read version"
+                    ),
+                ));
+            }
+            None => {}
+            Some(s) if s.version != now => {
+                return Err(fail(
+                    "conflict",
+                    format!(
+                        "conflict: {shown} was modified since this session read it (read version {}, now {now}); read it again, then retry",
+                        s.version
+                    ),
+                )
+                .with_data("currentVersion", now));
+            }
+            Some(_) => {}
+        }
+    }
+    if gate == Gate::Write
+        && let Some(s) = &seen
+        && s.partial
+        && s.version == now
+    {
+        return Err(fail(
+            "partial_view",
+            format!(
+                "{shown}: this session only read part of it (paged or clipped), so a full overwrite would destroy lines it has not seen; read the rest, or change it with edit_file"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn is_not_found(r: &ToolResult) -> bool {
+    r.data.as_ref().and_then(|d| d.get("code")) == Some(&json!("not_found"))
+}
+
+/// The existing file's bytes (any content: only hashed), or `None` when it does not exist.
+pub(crate) fn read_existing_bytes(
+    ws: &Workspace,
+    path: &str,
+    max_bytes: u64,
+) -> Result<Option<Vec<u8>>, ToolResult> {
+    match load_bytes(ws, path, max_bytes) {
+        Ok((bytes, _)) => Ok(Some(bytes)),
+        Err(r) if is_not_found(&r) => Ok(None),
+        Err(r) => Err(r),
+    }
+}
+
+/// The existing file's text, or `None` when it does not exist.
+pub(crate) fn read_existing(
+    ws: &Workspace,
+    path: &str,
+    max_bytes: u64,
+) -> Result<Option<String>, ToolResult> {
+    match load_text(ws, path, max_bytes) {
+        Ok((text, _)) => Ok(Some(text)),
+        Err(r) if is_not_found(&r) => Ok(None),
+        Err(r) => Err(r),
+    }
+}
+
+static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// A test hook: with `OUTRIGGER_DEBUG_METHODS=1`, a write whose target file name equals
+/// `OUTRIGGER_DEBUG_FAIL_RENAME` fails just before the rename (exercises cleanup/rollback).
+fn injected_rename_failure(name: &OsStr) -> bool {
+    static NAME: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let target = NAME.get_or_init(|| {
+        let on = std::env::var("OUTRIGGER_DEBUG_METHODS").is_ok_and(|v| v == "1");
+        on.then(|| std::env::var("OUTRIGGER_DEBUG_FAIL_RENAME").ok())
+            .flatten()
+    });
+    target.as_deref().is_some_and(|t| OsStr::new(t) == name)
+}
+
+/// Replaces `abs` with `bytes` atomically: a temp file in the same (verified) directory,
+/// given the target's mode bits, fsynced and renamed into place; removed on failure.
+pub(crate) fn atomic_write(
+    ws: &Workspace,
+    path: &str,
+    abs: &Path,
+    bytes: &[u8],
+) -> Result<(), ToolResult> {
+    let io = |what: &str, e: &dyn std::fmt::Display| {
+        fail("io", format!("cannot write {path}: {what}: {e}"))
+    };
+    if let Some(parent) = abs.parent()
+        && !parent.exists()
+    {
+        std::fs::create_dir_all(parent).map_err(|e| io("creating its directory", &e))?;
+    }
+    let (dir, name) = ws.open_parent_for_write(path, abs).map_err(path_failure)?;
+    let mode = match nix::sys::stat::fstatat(
+        dir.as_fd(),
+        name.as_os_str(),
+        AtFlags::AT_SYMLINK_NOFOLLOW,
+    ) {
+        Ok(st) => {
+            let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
+            if kind == SFlag::S_IFDIR {
+                return Err(fail(
+                    "is_directory",
+                    format!("{path} is a directory; pass a file path"),
+                ));
+            }
+            (kind == SFlag::S_IFREG).then_some(st.st_mode & 0o7777)
+        }
+        Err(_) => None,
+    };
+    let tmp = format!(
+        ".outrigger-{}-{}.tmp",
+        std::process::id(),
+        TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
+    );
+    let fd = nix::fcntl::openat(
+        dir.as_fd(),
+        tmp.as_str(),
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+        Mode::from_bits_truncate(0o666),
+    )
+    .map_err(|e| io("creating a temp file beside it", &e))?;
+    let written = (|| -> Result<(), ToolResult> {
+        let mut f = std::fs::File::from(fd);
+        f.write_all(bytes).map_err(|e| io("writing", &e))?;
+        if let Some(m) = mode {
+            f.set_permissions(std::fs::Permissions::from_mode(m))
+                .map_err(|e| io("copying its mode bits", &e))?;
+        }
+        f.sync_all().map_err(|e| io("syncing", &e))?;
+        if injected_rename_failure(&name) {
+            return Err(io(
+                "renaming into place",
+                &"injected failure (OUTRIGGER_DEBUG_FAIL_RENAME)",
+            ));
+        }
+        nix::fcntl::renameat(dir.as_fd(), tmp.as_str(), dir.as_fd(), name.as_os_str())
+            .map_err(|e| io("renaming into place", &e))
+    })();
+    match written {
+        Ok(()) => {
+            // Make the rename itself durable; a failure here loses nothing already visible.
+            let _ = nix::unistd::fsync(dir.as_fd());
+            Ok(())
+        }
+        Err(r) => {
+            let _ = nix::unistd::unlinkat(
+                dir.as_fd(),
+                tmp.as_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+            Err(r)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// write_file
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WriteArgs {
+    /// File path, relative to the workspace root or absolute.
+    pub path: String,
+    /// The complete new content.
+    pub content: String,
+    /// The `version` from read_file; the write is refused if the file changed since.
+    #[serde(default)]
+    pub expected_version: Option<String>,
+}
+
+pub struct WriteFile {
+    env: Arc<FsEnv>,
+}
+
+impl WriteFile {
+    pub fn new(env: Arc<FsEnv>) -> WriteFile {
+        WriteFile { env }
+    }
+}
+
+const WRITE_DESCRIPTION: &str = "Create or overwrite a file in the workspace with `content` (UTF-8). Missing parent directories are created. \
+Overwriting an existing file requires that this session read it with read_file (or that `expectedVersion` is passed); \
+the write is refused if the file changed since that read (`version` mismatch), if the read was partial, \
+or if a file of 8192+ bytes would shrink below max(512 bytes, a quarter of its size). New files are never refused for these reasons. \
+The file is replaced atomically and keeps its permission bits. Returns `bytes` written and the new `version`.";
+
+impl Tool for WriteFile {
+    fn name(&self) -> &str {
+        "write_file"
+    }
+    fn description(&self) -> &str {
+        WRITE_DESCRIPTION
+    }
+    fn parameters(&self) -> Value {
+        schema_of::<WriteArgs>()
+    }
+    fn mode(&self) -> ToolMode {
+        ToolMode::SafeWrite
+    }
+    fn call(self: Arc<Self>, ctx: ToolContext, args: Map<String, Value>) -> ToolFuture {
+        Box::pin(async move {
+            let args: WriteArgs = match parse_args(args) {
+                Ok(a) => a,
+                Err(r) => return r,
+            };
+            blocking(move || write_file(&self.env, &ctx, args)).await
+        })
+    }
+}
+
+fn write_file(env: &FsEnv, ctx: &ToolContext, args: WriteArgs) -> ToolResult {
+    let settings = env.settings();
+    let ws = match env.workspace(ctx, &settings) {
+        Ok(ws) => ws,
+        Err(e) => return fail("io", e),
+    };
+    let abs = match ws.resolve_write(&args.path) {
+        Ok(p) => p,
+        Err(e) => return path_failure(e),
+    };
+    let shown = ws.display(&abs);
+    let _guard = env.lock_writes();
+    let current = match read_existing_bytes(&ws, &args.path, settings.max_read_bytes) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    if let Err(r) = check_gate(
+        env,
+        ctx,
+        &abs,
+        &shown,
+        current.as_deref(),
+        args.expected_version.as_deref(),
+        Gate::Write,
+        settings.require_read_before_write,
+    ) {
+        return r;
+    }
+    if let Some(old) = &current {
+        let (n, m) = (old.len(), args.content.len());
+        if n >= TRUNCATION_GUARD_MIN_BYTES && m < TRUNCATION_GUARD_FLOOR.max(n / 4) {
+            return fail(
+                "truncation_guard",
+                format!(
+                    "Refusing to overwrite {n}-byte {shown} with {m} bytes. Writing a file whole replaces everything; change part of it with edit_file, or write the complete content"
+                ),
+            );
+        }
+    }
+    if let Err(r) = atomic_write(&ws, &args.path, &abs, args.content.as_bytes()) {
+        return r;
+    }
+    let version = version_of(args.content.as_bytes());
+    env.state
+        .record(ctx.session_id.as_deref(), &abs, version.clone(), false);
+    ToolResult::ok(Map::new())
+        .with_data("path", shown)
+        .with_data("bytes", args.content.len())
+        .with_data("version", version)
+        .with_data("created", current.is_none())
+}
+
+// ---------------------------------------------------------------------------------------------
+// edit_file
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EditArgs {
+    /// File path, relative to the workspace root or absolute.
+    pub path: String,
+    /// Replacements, each located in the original content; applied together or not at all.
+    pub edits: Vec<Edit>,
+    /// The `version` from read_file; the edit is refused if the file changed since.
+    #[serde(default)]
+    pub expected_version: Option<String>,
+    /// Replace every exact occurrence of each `oldText` instead of requiring one match.
+    #[serde(default)]
+    pub replace_all: Option<bool>,
+}
+
+pub struct EditFile {
+    env: Arc<FsEnv>,
+}
+
+impl EditFile {
+    pub fn new(env: Arc<FsEnv>) -> EditFile {
+        EditFile { env }
+    }
+}
+
+pub(crate) const MATCHING_RULES: &str = "Each `oldText` is located in the original content: first as an exact substring, \
+then line by line ignoring each line's leading and trailing whitespace (the whole matched lines are replaced; `newText` is inserted as given, without re-indenting), \
+then with typographic quotes, dashes, ellipsis and non-breaking spaces folded to ASCII. The first way that finds exactly one match is used. \
+No match fails with code not_found, several with ambiguous; edits whose matches overlap fail with overlap; an empty oldText fails with empty_old.";
+
+const EDIT_DESCRIPTION: &str = "Replace text in an existing workspace file. `edits` is a list of {oldText, newText}; all apply together or none do. \
+MATCHING \
+`replaceAll: true` replaces every exact occurrence of each oldText. \
+The file must have been read in this session (or `expectedVersion` passed) and be unchanged since. \
+Returns a unified diff, the new `version`, `applied` and where each match landed (`matches`: level, 0-based startLine, oldLineCount).";
+
+impl Tool for EditFile {
+    fn name(&self) -> &str {
+        "edit_file"
+    }
+    fn description(&self) -> &str {
+        static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        TEXT.get_or_init(|| EDIT_DESCRIPTION.replace("MATCHING", MATCHING_RULES))
+    }
+    fn parameters(&self) -> Value {
+        schema_of::<EditArgs>()
+    }
+    fn mode(&self) -> ToolMode {
+        ToolMode::SafeWrite
+    }
+    fn call(self: Arc<Self>, ctx: ToolContext, args: Map<String, Value>) -> ToolFuture {
+        Box::pin(async move {
+            let args: EditArgs = match parse_args(args) {
+                Ok(a) => a,
+                Err(r) => return r,
+            };
+            blocking(move || edit_file(&self.env, &ctx, args)).await
+        })
+    }
+}
+
+/// A planned change to one file.
+pub(crate) struct Plan {
+    pub path: String,
+    pub abs: std::path::PathBuf,
+    pub shown: String,
+    pub old: String,
+    pub outcome: super::edit::EditOutcome,
+}
+
+/// Resolves, reads, gates and applies edits to one file without writing.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn plan_edit(
+    env: &FsEnv,
+    ctx: &ToolContext,
+    ws: &Workspace,
+    settings: &crate::config::Settings,
+    path: &str,
+    edits: &[Edit],
+    expected: Option<&str>,
+    replace_all: bool,
+) -> Result<Plan, ToolResult> {
+    let abs = ws.resolve_write(path).map_err(path_failure)?;
+    let shown = ws.display(&abs);
+    let Some(old) = read_existing(ws, path, settings.max_read_bytes)? else {
+        return Err(fail(
+            "not_found",
+            format!("{shown} does not exist; create it with write_file"),
+        ));
+    };
+    check_gate(
+        env,
+        ctx,
+        &abs,
+        &shown,
+        Some(old.as_bytes()),
+        expected,
+        Gate::Edit,
+        settings.require_read_before_write,
+    )?;
+    let outcome = apply_edits(&old, edits, &shown, replace_all).map_err(|e| {
+        let mut r = fail(e.code.as_str(), format!("{e} (no change was made)"))
+            .with_data("path", shown.as_str());
+        if let Some(i) = e.edit {
+            r = r.with_data("edit", i);
+        }
+        r
+    })?;
+    if outcome.content.len() as u64 > settings.max_read_bytes {
+        return Err(fail(
+            "too_large",
+            format!(
+                "editing {shown} would make it {} bytes, over the {}-byte limit (config max_read_bytes)",
+                outcome.content.len(),
+                settings.max_read_bytes
+            ),
+        ));
+    }
+    Ok(Plan {
+        path: path.to_string(),
+        abs,
+        shown,
+        old,
+        outcome,
+    })
+}
+
+fn edit_file(env: &FsEnv, ctx: &ToolContext, args: EditArgs) -> ToolResult {
+    let settings = env.settings();
+    let ws = match env.workspace(ctx, &settings) {
+        Ok(ws) => ws,
+        Err(e) => return fail("io", e),
+    };
+    let _guard = env.lock_writes();
+    let plan = match plan_edit(
+        env,
+        ctx,
+        &ws,
+        &settings,
+        &args.path,
+        &args.edits,
+        args.expected_version.as_deref(),
+        args.replace_all.unwrap_or(false),
+    ) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    if plan.outcome.content != plan.old
+        && let Err(r) = atomic_write(&ws, &plan.path, &plan.abs, plan.outcome.content.as_bytes())
+    {
+        return r;
+    }
+    let version = version_of(plan.outcome.content.as_bytes());
+    env.state
+        .record(ctx.session_id.as_deref(), &plan.abs, version.clone(), false);
+    ToolResult::ok(Map::new())
+        .with_data("path", plan.shown)
+        .with_data("version", version)
+        .with_data("diff", plan.outcome.diff)
+        .with_data("applied", plan.outcome.applied)
+        .with_data(
+            "matches",
+            serde_json::to_value(&plan.outcome.matches).unwrap_or(Value::Null),
+        )
+}
