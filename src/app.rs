@@ -1,14 +1,13 @@
 //! The composition root: everything a handler can reach, built once at boot.
 
 use std::collections::BTreeMap;
-use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
 use tokio::sync::{OnceCell, Semaphore};
 
-use crate::config::{Config, Settings};
+use crate::config::{Config, Settings, SharedConfig};
 use crate::lifecycle::Lifecycle;
 use crate::logging::LogControl;
 use crate::protocol::{HealthCheck, PROTOCOL_VERSION, SidecarHealth, VERSION};
@@ -19,7 +18,7 @@ use crate::tools::plugins::PluginRegistry;
 
 pub struct App {
     pub started: Instant,
-    pub config: RwLock<Config>,
+    pub config: SharedConfig,
     pub log: LogControl,
     pub out: Out,
     pub reverse: Reverse,
@@ -30,8 +29,8 @@ pub struct App {
     pub store: Arc<Store>,
     /// Live CoreLoop streams and their traces (`agent.chat.*`, `trace.fetch`).
     pub agent: crate::agent::AgentState,
-    /// The file tools' shared state, set at boot (resume re-seeds its read state).
-    pub fs: std::sync::OnceLock<Arc<crate::tools::fs::FsEnv>>,
+    /// The file tools' shared state (resume re-seeds its read state).
+    pub fs: Arc<crate::tools::fs::FsEnv>,
     /// Test and diagnostic methods (`debug.*`), on with `OUTRIGGER_DEBUG_METHODS=1`.
     pub debug_methods: bool,
     /// Slots for concurrently running requests (`max_inflight_requests`).
@@ -42,12 +41,13 @@ pub struct App {
 
 impl App {
     pub fn new(
-        config: Config,
+        config: SharedConfig,
         log: LogControl,
         out: Out,
         lifecycle: Lifecycle,
         plugins: PluginRegistry,
         store: Arc<Store>,
+        fs: Arc<crate::tools::fs::FsEnv>,
     ) -> App {
         let inflight = config.settings().max_inflight_requests;
         App {
@@ -55,10 +55,10 @@ impl App {
             plugins,
             store,
             agent: crate::agent::AgentState::default(),
-            fs: std::sync::OnceLock::new(),
+            fs,
             inflight: Arc::new(Semaphore::new(inflight)),
             started: Instant::now(),
-            config: RwLock::new(config),
+            config,
             log,
             reverse: Reverse::new(out.clone()),
             out,
@@ -70,21 +70,15 @@ impl App {
     }
 
     pub fn settings(&self) -> Settings {
-        self.config().settings()
+        self.config.settings()
     }
 
     pub fn config(&self) -> Config {
-        self.config
-            .read()
-            .map(|c| c.clone())
-            .unwrap_or_else(|e| e.into_inner().clone())
+        self.config.get()
     }
 
     pub fn replace_config(&self, next: Config) {
-        match self.config.write() {
-            Ok(mut g) => *g = next,
-            Err(e) => *e.into_inner() = next,
-        }
+        self.config.replace(next);
     }
 
     /// The Python that `run_code` will use, probed once (never before ready).

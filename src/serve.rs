@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::app::App;
-use crate::config::Config;
+use crate::config::{Config, SharedConfig};
 use crate::lifecycle::{Cause, Lifecycle};
 use crate::logging::LogControl;
 use crate::protocol::{
@@ -50,19 +50,17 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
         }
     };
     // Built-in file tools register before plugins so a plugin cannot take their names. They
-    // read settings through the App once it exists (config can change at runtime).
+    // read settings per call from the shared config (`config.set` changes it at runtime).
     let router = Router::new();
-    let app_slot: Arc<std::sync::OnceLock<std::sync::Weak<App>>> = Arc::default();
-    let (slot, boot) = (app_slot.clone(), settings.clone());
-    let fs_env = crate::tools::fs::FsEnv::new(Arc::new(move || {
-        slot.get()
-            .and_then(std::sync::Weak::upgrade)
-            .map_or_else(|| boot.clone(), |a| a.settings())
+    let shared = SharedConfig::new(config.clone());
+    let fs_env = crate::tools::fs::FsEnv::new(Arc::new({
+        let shared = shared.clone();
+        move || shared.settings()
     }));
     crate::tools::fs::register(&router, &fs_env);
     // The sandbox service (probed lazily) and `bash`, also before plugins.
     let sandbox = {
-        let (slot, boot) = (app_slot.clone(), config.clone());
+        let shared = shared.clone();
         let hidden = vec![
             config.home().join("secrets"),
             config.home().join("credentials"),
@@ -71,13 +69,7 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
             // Our own image, even if the file on disk is replaced while we run.
             Some(std::path::PathBuf::from("/proc/self/exe")),
             hidden,
-            move || {
-                Some(
-                    slot.get()
-                        .and_then(std::sync::Weak::upgrade)
-                        .map_or_else(|| boot.clone(), |a| a.config()),
-                )
-            },
+            move || Some(shared.get()),
         ))
     };
     let bash = crate::tools::bash::BashTool::new(sandbox.clone());
@@ -92,9 +84,15 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
     }
     let (out, writer) = Out::start(std::io::stdout());
     let (lifecycle, mut stop_rx) = Lifecycle::new();
-    let app = Arc::new(App::new(config, log, out, lifecycle, plugins, store));
-    let _ = app_slot.set(Arc::downgrade(&app));
-    let _ = app.fs.set(fs_env.clone());
+    let app = Arc::new(App::new(
+        shared,
+        log,
+        out,
+        lifecycle,
+        plugins,
+        store,
+        fs_env.clone(),
+    ));
     let parent = nix::unistd::getppid();
 
     // Signal handlers go in before ready so a SIGTERM right after it is never lost.

@@ -804,3 +804,57 @@ fn interrupt_steer_during_streaming_skips_the_calls_it_preempts() {
     assert_eq!(r.notices("steer")[0]["content"], "do not write");
     assert_eq!(r.text(), "planningchanged course");
 }
+
+#[test]
+fn host_history_reconciliation_visible_view_and_revision() {
+    let mut s = Sidecar::start();
+    let w = ws();
+    // Turn 1 calls a tool, so the record holds tool messages the host never shows.
+    let p1 = json!({"provider": "scripted", "model": "m", "chatId": "chat_rec", "cwd": w.path(),
+        "script": [
+            {"toolCalls": [{"id": "c1", "name": "read_file", "arguments": {"path": "notes.txt"}}]},
+            {"text": "It says alpha."}
+        ],
+        "messages": [{"role": "user", "content": "read notes"}]});
+    assert_eq!(run(&mut s, p1).done["status"], "completed");
+    let before = messages(&mut s, "chat_rec");
+    assert!(before.iter().any(|m| m["role"] == "tool"), "{before:?}");
+
+    // Turn 2: the host's view (no tool messages) plus a new question → only the delta is
+    // appended; the tool messages stay.
+    let p2 = json!({"provider": "scripted", "model": "m", "chatId": "chat_rec", "cwd": w.path(),
+        "script": [{"text": "Yes."}],
+        "messages": [{"role": "user", "content": "read notes"},
+                     {"role": "assistant", "content": "It says alpha."},
+                     {"role": "user", "content": "sure?"}]});
+    assert_eq!(run(&mut s, p2).done["status"], "completed");
+    let after = messages(&mut s, "chat_rec");
+    assert_eq!(after.len(), before.len() + 2, "{after:?}");
+    assert!(after.iter().any(|m| m["role"] == "tool"));
+    assert_eq!(after.last().unwrap()["content"], "Yes.");
+
+    // Turn 3: a history that diverges (the host edited its first message) → a host-revision
+    // boundary and a re-seed: the visible span is the host's messages plus the new answer.
+    let p3 = json!({"provider": "scripted", "model": "m", "chatId": "chat_rec",
+        "script": [{"text": "Fresh start."}],
+        "messages": [{"role": "user", "content": "something else entirely"}]});
+    assert_eq!(run(&mut s, p3).done["status"], "completed");
+    let revised = messages(&mut s, "chat_rec");
+    let pairs: Vec<(&str, &str)> = revised
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap(),
+                m["content"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("user", "something else entirely"),
+            ("assistant", "Fresh start.")
+        ],
+        "{revised:?}"
+    );
+}

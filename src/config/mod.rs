@@ -376,6 +376,35 @@ impl Config {
     }
 }
 
+/// The live configuration, shared by the App and by tools that read settings per call
+/// (`config.set` replaces it; readers see the change on their next call).
+#[derive(Clone)]
+pub struct SharedConfig(std::sync::Arc<std::sync::RwLock<Config>>);
+
+impl SharedConfig {
+    pub fn new(config: Config) -> SharedConfig {
+        SharedConfig(std::sync::Arc::new(std::sync::RwLock::new(config)))
+    }
+
+    pub fn get(&self) -> Config {
+        self.0
+            .read()
+            .map(|c| c.clone())
+            .unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    pub fn settings(&self) -> Settings {
+        self.get().settings()
+    }
+
+    pub fn replace(&self, next: Config) {
+        match self.0.write() {
+            Ok(mut g) => *g = next,
+            Err(e) => *e.into_inner() = next,
+        }
+    }
+}
+
 /// The typed view the rest of the process reads.
 #[derive(Debug, Clone)]
 pub struct Settings {

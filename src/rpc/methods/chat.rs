@@ -23,6 +23,26 @@ use crate::store::{CutPoint, ForkRequest};
 /// After a cancel, a turn that has not wound down within this long is dropped (hard stop).
 pub const CANCEL_WATCHDOG: Duration = Duration::from_secs(5);
 
+/// Runs a turn; once `cancel` fires, the turn gets `after` to wind down cooperatively and is
+/// then dropped (its tools' process groups die with their guards) and reported cancelled.
+async fn with_watchdog(
+    run: impl std::future::Future<Output = Completion>,
+    cancel: tokio_util::sync::CancellationToken,
+    after: Duration,
+) -> Completion {
+    tokio::pin!(run);
+    tokio::select! {
+        c = &mut run => c,
+        _ = async { cancel.cancelled().await; tokio::time::sleep(after).await } => Completion {
+            status: Status::Cancelled,
+            reason: format!(
+                "cancelled by host request (the turn did not wind down within {} s and was stopped)",
+                after.as_secs_f64()
+            ),
+        },
+    }
+}
+
 pub async fn stream(app: Arc<App>, call: Call) -> Outcome {
     start(app, call, Method::Stream).await
 }
@@ -170,22 +190,17 @@ async fn start(app: Arc<App>, call: Call, method: Method) -> Outcome {
     call.reply_now(reply(&answer));
     let app2 = app.clone();
     app.lifecycle.spawn(async move {
-        let run = turn.run();
-        tokio::pin!(run);
-        let cancel = handle.cancel.clone();
-        let c = tokio::select! {
-            c = &mut run => c,
-            _ = async { cancel.cancelled().await; tokio::time::sleep(CANCEL_WATCHDOG).await } => Completion {
-                status: Status::Cancelled,
-                reason: format!("cancelled by host request (the turn did not wind down within {} s and was stopped)", CANCEL_WATCHDOG.as_secs()),
-            },
-        };
+        let c = with_watchdog(turn.run(), handle.cancel.clone(), CANCEL_WATCHDOG).await;
         let mut reason = c.reason;
         if c.status == Status::Cancelled && shutdown.is_cancelled() {
             reason = "cancelled by shutdown".into();
         }
         let failed = c.status == Status::Failed;
-        trace.event("completion", "completion", Some(json!({"status": c.status.as_str(), "reason": reason})));
+        trace.event(
+            "completion",
+            "completion",
+            Some(json!({"status": c.status.as_str(), "reason": reason})),
+        );
         trace.finish(c.status.as_str(), failed.then(|| reason.clone()));
         if failed {
             emit.error("LoopError", &reason, &trace.id);
@@ -221,7 +236,7 @@ async fn start(app: Arc<App>, call: Call, method: Method) -> Outcome {
 
 /// Resume rebuilds the file tools' read-before-write evidence from the record.
 fn reseed_read_state(app: &Arc<App>, p: &ChatParams, record_id: &str, items: &[Message]) {
-    let Some(fs) = app.fs.get() else { return };
+    let fs = &app.fs;
     let pairs = seed::read_state(items);
     if pairs.is_empty() {
         return;
@@ -293,5 +308,37 @@ pub async fn compact(app: Arc<App>, call: Call) -> Outcome {
             reply(&json!({"ok": true}))
         }
         _ => reply(&json!({"ok": false, "reason": "stream_not_active"})),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn watchdog_hard_stops_a_wedged_turn() {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let wedged = std::future::pending::<Completion>();
+        let c2 = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            c2.cancel();
+        });
+        let c = with_watchdog(wedged, cancel, Duration::from_millis(50)).await;
+        assert_eq!(c.status, Status::Cancelled);
+        assert!(c.reason.contains("did not wind down"), "{}", c.reason);
+    }
+
+    #[tokio::test]
+    async fn a_turn_that_finishes_is_not_touched() {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let done = async {
+            Completion {
+                status: Status::Completed,
+                reason: "ok".into(),
+            }
+        };
+        let c = with_watchdog(done, cancel, Duration::from_millis(1)).await;
+        assert_eq!(c.status, Status::Completed);
     }
 }
