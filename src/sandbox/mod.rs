@@ -1,9 +1,11 @@
 //! The per-exec sandbox: the policy (`policy`), the launcher subcommand that applies it
 //! (`launcher` with its `namespaces`, `landlock_layer` and `seccomp_layer`), the one spawn
-//! helper every child goes through (`spawn`), and this service: what the host can enforce
-//! (probed once per process), the `{backend, enforcement}` marker each result carries, and
-//! the resolution of a call's request against the config into a launch spec.
+//! helper every child goes through (`spawn`), the bounded reading of its output (`capture`),
+//! and this service: what the host can enforce (probed once per process), the
+//! `{backend, enforcement}` marker each result carries, and the resolution of a call's
+//! request against the config into a launch spec.
 
+pub mod capture;
 pub mod landlock_layer;
 pub mod launcher;
 pub mod namespaces;

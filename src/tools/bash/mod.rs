@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::sandbox::capture::{Capture, Reader};
 use crate::sandbox::launcher::{ERROR_PREFIX, LAUNCH_FAILED};
 use crate::sandbox::spawn::{PrivateTmp, SpawnSpec, spawn, terminate};
 use crate::sandbox::{Marker, Sandbox};
@@ -199,8 +199,19 @@ impl BashTool {
             }
         };
         let stop = CancellationToken::new();
-        let out_task = tokio::spawn(read_capped(spawned.child.stdout.take(), stop.clone()));
-        let err_task = tokio::spawn(read_capped(spawned.child.stderr.take(), stop.clone()));
+        // Each stream keeps its first `SAVE_CAP` bytes (what gets saved) and its end.
+        let out_reader = Reader::spawn(
+            spawned.child.stdout.take(),
+            saved::SAVE_CAP,
+            TAIL_KEEP,
+            stop.clone(),
+        );
+        let err_reader = Reader::spawn(
+            spawned.child.stderr.take(),
+            saved::SAVE_CAP,
+            TAIL_KEEP,
+            stop.clone(),
+        );
 
         let end = tokio::select! {
             biased;
@@ -225,15 +236,15 @@ impl BashTool {
             spawned.group.disarm();
         }
         let deadline = tokio::time::Instant::now() + DRAIN_GRACE;
-        let out = finish(out_task, &stop, deadline).await;
-        let err = finish(err_task, &stop, deadline).await;
+        let out = out_reader.finish(&stop, deadline).await;
+        let err = err_reader.finish(&stop, deadline).await;
         drop(spawned);
         drop(tmp);
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
 
         let raw = settings.bash_raw_output;
-        let stdout = out.text(raw);
-        let stderr = err.text(raw);
+        let stdout = text(&out, raw);
+        let stderr = text(&err, raw);
         if let End::Exited(LAUNCH_FAILED) = end
             && let Some(line) = stderr.lines().find(|l| l.starts_with(ERROR_PREFIX))
         {
@@ -248,7 +259,7 @@ impl BashTool {
         }
         let failed = !matches!(end, End::Exited(0));
         let (bo, be) = output::bound(&stdout, &stderr, settings.bash_max_output_bytes, failed);
-        let truncated = bo.omitted > 0 || be.omitted > 0 || out.overflowed() || err.overflowed();
+        let truncated = bo.omitted > 0 || be.omitted > 0 || out.omitted() > 0 || err.omitted() > 0;
         let mut data = Map::new();
         data.insert(
             "exitCode".into(),
@@ -350,99 +361,28 @@ pub fn scrub_env(
     .collect()
 }
 
-/// A stream's first `SAVE_CAP` bytes, its last `TAIL_KEEP` bytes, and its length.
-struct Capture {
-    head: Vec<u8>,
-    tail: Vec<u8>,
-    total: usize,
-}
-
-impl Capture {
-    fn push(&mut self, chunk: &[u8]) {
-        self.total += chunk.len();
-        let take = saved::SAVE_CAP
-            .saturating_sub(self.head.len())
-            .min(chunk.len());
-        self.head.extend_from_slice(&chunk[..take]);
-        let rest = &chunk[take..];
-        if !rest.is_empty() {
-            self.tail.extend_from_slice(rest);
-            if self.tail.len() > 2 * TAIL_KEEP {
-                let cut = self.tail.len() - TAIL_KEEP;
-                self.tail.drain(..cut);
-            }
-        }
-    }
-
-    fn overflowed(&self) -> bool {
-        self.total > self.head.len() + self.tail.len()
-    }
-
-    /// The stream as text (cleaned unless `raw`); a gap past the save cap is marked with its
-    /// exact byte count.
-    fn text(&self, raw: bool) -> String {
-        let conv = |b: &[u8]| {
-            let s = String::from_utf8_lossy(b);
-            if raw {
-                s.into_owned()
-            } else {
-                output::clean(&s)
-            }
-        };
-        let gap = self.total - self.head.len() - self.tail.len();
-        if gap == 0 {
-            let mut all = self.head.clone();
-            all.extend_from_slice(&self.tail);
-            conv(&all)
+/// A captured stream as text (cleaned unless `raw`); a gap past the save cap is marked with
+/// its exact byte count.
+fn text(c: &Capture, raw: bool) -> String {
+    let conv = |b: &[u8]| {
+        let s = String::from_utf8_lossy(b);
+        if raw {
+            s.into_owned()
         } else {
-            format!(
-                "{}\n[{gap} bytes omitted]\n{}",
-                conv(&self.head),
-                conv(&self.tail)
-            )
+            output::clean(&s)
         }
-    }
-}
-
-async fn read_capped<R: AsyncRead + Unpin>(pipe: Option<R>, stop: CancellationToken) -> Capture {
-    let mut cap = Capture {
-        head: Vec::new(),
-        tail: Vec::new(),
-        total: 0,
     };
-    let Some(mut r) = pipe else {
-        return cap;
-    };
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        tokio::select! {
-            biased;
-            _ = stop.cancelled() => break,
-            res = r.read(&mut buf) => match res {
-                Ok(0) | Err(_) => break,
-                Ok(n) => cap.push(&buf[..n]),
-            },
-        }
-    }
-    cap
-}
-
-async fn finish(
-    mut task: tokio::task::JoinHandle<Capture>,
-    stop: &CancellationToken,
-    deadline: tokio::time::Instant,
-) -> Capture {
-    let empty = || Capture {
-        head: Vec::new(),
-        tail: Vec::new(),
-        total: 0,
-    };
-    match tokio::time::timeout_at(deadline, &mut task).await {
-        Ok(res) => res.unwrap_or_else(|_| empty()),
-        Err(_) => {
-            stop.cancel();
-            task.await.unwrap_or_else(|_| empty())
-        }
+    let gap = c.omitted();
+    if gap == 0 {
+        let mut all = c.head().to_vec();
+        all.extend_from_slice(c.tail());
+        conv(&all)
+    } else {
+        format!(
+            "{}\n[{gap} bytes omitted]\n{}",
+            conv(c.head()),
+            conv(c.tail())
+        )
     }
 }
 

@@ -14,13 +14,13 @@ use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::process::Child;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::manifest::{PluginToolSpec, format_duration};
 use crate::lifecycle::Lifecycle;
+use crate::sandbox::capture::{Capture, Reader};
 use crate::sandbox::spawn::{PrivateTmp, SpawnSpec, Spawned, spawn};
 use crate::sandbox::{ExecSandboxRequest, Marker};
 
@@ -305,8 +305,8 @@ async fn run_inner(
         })
     });
     let stop = CancellationToken::new();
-    let out_task = spawn_reader(child.stdout.take(), max_capture, stop.clone());
-    let err_task = spawn_reader(child.stderr.take(), max_capture, stop.clone());
+    let out_reader = Reader::spawn(child.stdout.take(), max_capture, TAIL_KEEP, stop.clone());
+    let err_reader = Reader::spawn(child.stderr.take(), max_capture, TAIL_KEEP, stop.clone());
 
     let end = tokio::select! {
         biased;
@@ -332,23 +332,23 @@ async fn run_inner(
         t.abort();
     }
     let deadline = tokio::time::Instant::now() + DRAIN_GRACE;
-    let out = finish_reader(out_task, &stop, deadline).await;
-    let err = finish_reader(err_task, &stop, deadline).await;
+    let out = out_reader.finish(&stop, deadline).await;
+    let err = err_reader.finish(&stop, deadline).await;
     drop(guard);
 
     match end {
         End::Cancelled => ExecOutcome::Cancelled,
         End::TimedOut => ExecOutcome::TimedOut {
             after: spec.timeout,
-            stdout_summary: out.summary(),
-            stderr_summary: err.summary(),
+            stdout_summary: summary(&out),
+            stderr_summary: summary(&err),
         },
         End::Exited(Err(e)) => ExecOutcome::Failed {
             kind: "exec_error".into(),
             message: format!("waiting for the plugin failed: {e}"),
             exit_code: None,
-            stdout_summary: out.summary(),
-            stderr_summary: err.summary(),
+            stdout_summary: summary(&out),
+            stderr_summary: summary(&err),
         },
         End::Exited(Ok(status)) => interpret(status, &out, &err, duration),
     }
@@ -367,109 +367,19 @@ async fn reap(child: &mut Child) -> bool {
     )
 }
 
-fn spawn_reader<R>(
-    pipe: Option<R>,
-    limit: usize,
-    stop: CancellationToken,
-) -> Option<JoinHandle<Capture>>
-where
-    R: AsyncRead + Unpin + Send + 'static,
-{
-    pipe.map(|r| tokio::spawn(read_capped(r, limit, stop)))
-}
-
-async fn read_capped<R: AsyncRead + Unpin>(
-    mut r: R,
-    limit: usize,
-    stop: CancellationToken,
-) -> Capture {
-    let mut cap = Capture::new(limit);
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        tokio::select! {
-            // Stop first, so a stream that never pauses cannot starve it.
-            biased;
-            _ = stop.cancelled() => break,
-            res = r.read(&mut buf) => match res {
-                Ok(0) | Err(_) => break,
-                Ok(n) => cap.push(&buf[..n]),
-            },
-        }
+/// At most ~2,000 chars: the whole stream when short, else its start and end around an exact
+/// `[N bytes omitted]` marker.
+fn summary(c: &Capture) -> String {
+    let (head, tail) = (c.head(), c.tail());
+    if c.omitted() == 0 {
+        let mut all = head.to_vec();
+        all.extend_from_slice(tail);
+        return summarize(&all);
     }
-    cap
-}
-
-async fn finish_reader(
-    task: Option<JoinHandle<Capture>>,
-    stop: &CancellationToken,
-    deadline: tokio::time::Instant,
-) -> Capture {
-    let Some(mut task) = task else {
-        return Capture::new(0);
-    };
-    match tokio::time::timeout_at(deadline, &mut task).await {
-        Ok(res) => res.unwrap_or_else(|_| Capture::new(0)),
-        Err(_) => {
-            stop.cancel();
-            task.await.unwrap_or_else(|_| Capture::new(0))
-        }
-    }
-}
-
-/// A stream's first `limit` bytes plus its last `TAIL_KEEP` bytes and total length: bounded
-/// memory however much the child writes.
-#[derive(Debug)]
-struct Capture {
-    head: Vec<u8>,
-    tail: Vec<u8>,
-    total: u64,
-    limit: usize,
-}
-
-impl Capture {
-    fn new(limit: usize) -> Capture {
-        Capture {
-            head: Vec::new(),
-            tail: Vec::new(),
-            total: 0,
-            limit,
-        }
-    }
-
-    fn push(&mut self, chunk: &[u8]) {
-        self.total += chunk.len() as u64;
-        let take = self.limit.saturating_sub(self.head.len()).min(chunk.len());
-        self.head.extend_from_slice(&chunk[..take]);
-        let rest = &chunk[take..];
-        if !rest.is_empty() {
-            self.tail.extend_from_slice(rest);
-            // Trim in batches so the copy cost stays amortised.
-            if self.tail.len() > 2 * TAIL_KEEP {
-                let cut = self.tail.len() - TAIL_KEEP;
-                self.tail.drain(..cut);
-            }
-        }
-    }
-
-    /// Whether bytes past the capture limit were dropped.
-    fn overflowed(&self) -> bool {
-        self.total > self.head.len() as u64
-    }
-
-    /// At most ~2,000 chars: the whole stream when short, else its start and end around an
-    /// exact `[N bytes omitted]` marker.
-    fn summary(&self) -> String {
-        let gap = self.total - (self.head.len() + self.tail.len()) as u64;
-        if gap == 0 {
-            let mut all = self.head.clone();
-            all.extend_from_slice(&self.tail);
-            return summarize(&all);
-        }
-        let h = head_cut(&self.head, SUMMARY_HEAD);
-        let t = tail_cut(&self.tail, SUMMARY_TAIL);
-        let omitted = self.total - (h + t) as u64;
-        join_summary(&self.head[..h], omitted, &self.tail[self.tail.len() - t..])
-    }
+    let h = head_cut(head, SUMMARY_HEAD);
+    let t = tail_cut(tail, SUMMARY_TAIL);
+    let omitted = c.total() - (h + t) as u64;
+    join_summary(&head[..h], omitted, &tail[tail.len() - t..])
 }
 
 fn summarize(all: &[u8]) -> String {
@@ -518,8 +428,8 @@ fn interpret(status: ExitStatus, out: &Capture, err: &Capture, duration: Duratio
         kind,
         message,
         exit_code: status.code(),
-        stdout_summary: out.summary(),
-        stderr_summary: err.summary(),
+        stdout_summary: summary(out),
+        stderr_summary: summary(err),
     };
     if let Some(sig) = status.signal() {
         let name = nix::sys::signal::Signal::try_from(sig)
@@ -528,16 +438,17 @@ fn interpret(status: ExitStatus, out: &Capture, err: &Capture, duration: Duratio
         return failed("signal".into(), format!("the plugin was killed by {name}"));
     }
     let code = status.code().unwrap_or(-1);
-    let envelope = if out.overflowed() {
+    let envelope = if out.past_limit() {
         Err((
             "output_too_large",
             format!(
                 "stdout was {} bytes, over the {}-byte capture limit; return less or write bulk data to a file",
-                out.total, out.limit
+                out.total(),
+                out.limit()
             ),
         ))
     } else {
-        parse_envelope(&out.head)
+        parse_envelope(out.head())
     };
 
     match envelope {
@@ -551,7 +462,7 @@ fn interpret(status: ExitStatus, out: &Capture, err: &Capture, duration: Duratio
             message,
             exit_code: status.code(),
             stdout_summary,
-            stderr_summary: err.summary(),
+            stderr_summary: summary(err),
         },
         _ if code != 0 => {
             let mut message = format!("the plugin exited with status {code}");
@@ -568,8 +479,8 @@ fn interpret(status: ExitStatus, out: &Capture, err: &Capture, duration: Duratio
         }) => ExecOutcome::Ok {
             result,
             model_result,
-            stdout_bytes: out.total,
-            stderr_bytes: err.total,
+            stdout_bytes: out.total(),
+            stderr_bytes: err.total(),
             duration,
         },
     }
@@ -1207,22 +1118,18 @@ mod tests {
 
     #[test]
     fn summaries_are_bounded_and_exact() {
-        let short = Capture {
-            head: b"hello".to_vec(),
-            tail: vec![],
-            total: 5,
-            limit: 10,
-        };
-        assert_eq!(short.summary(), "hello");
+        let mut short = Capture::new(10, TAIL_KEEP);
+        short.push(b"hello");
+        assert_eq!(summary(&short), "hello");
 
-        let mut c = Capture::new(100);
+        let mut c = Capture::new(100, TAIL_KEEP);
         let data: Vec<u8> = (0..10_000u32).map(|i| b'a' + (i % 26) as u8).collect();
         for chunk in data.chunks(333) {
             c.push(chunk);
         }
-        assert_eq!(c.head.len(), 100);
-        assert!(c.tail.len() <= 2 * TAIL_KEEP);
-        let s = c.summary();
+        assert_eq!(c.head().len(), 100);
+        assert!(c.tail().len() <= 2 * TAIL_KEEP);
+        let s = summary(&c);
         let expected_tail = String::from_utf8(data[data.len() - 900..].to_vec()).unwrap();
         let expected = format!(
             "{}\n[{} bytes omitted]\n{}",
