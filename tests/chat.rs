@@ -858,3 +858,45 @@ fn host_history_reconciliation_visible_view_and_revision() {
         "{revised:?}"
     );
 }
+
+#[test]
+fn reasoning_effort_is_strict_unless_compat_forbids_the_field() {
+    let server = FakeServer::start(vec![Reply::fixture("openai_reference")]);
+    let mut s = Sidecar::start();
+    let base = json!({"provider": "openai_compat", "baseUrl": server.base_url(), "apiKey": "k",
+        "messages": [{"role": "user", "content": "c"}]});
+    // A misspelled level on a model with the knob names the levels it accepts.
+    let r = s.call(
+        "agent.chat.stream",
+        merge(
+            base.clone(),
+            json!({"model": "gpt-oss-120b", "reasoningEffort": "hgih"}),
+        ),
+    );
+    assert_eq!(code(&r), -32602, "{r}");
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("low, medium, high"), "{msg}");
+    // A model without the knob is refused...
+    let r = s.call(
+        "agent.chat.stream",
+        merge(
+            base.clone(),
+            json!({"model": "gpt-4o", "reasoningEffort": "low"}),
+        ),
+    );
+    assert_eq!(code(&r), -32602, "{r}");
+    assert!(server.requests().is_empty());
+    // ...unless the vendor's compat flags forbid the field: then it is dropped silently.
+    let p = merge(
+        base,
+        json!({"model": "gpt-4o", "reasoningEffort": "low", "compat": {"supportsReasoningEffort": false}}),
+    );
+    assert_eq!(run(&mut s, p).done["status"], "completed");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1);
+    assert!(
+        reqs[0].body.get("reasoning_effort").is_none(),
+        "{}",
+        reqs[0].body
+    );
+}

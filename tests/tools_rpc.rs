@@ -3,80 +3,22 @@
 //! written into a tempdir (direct / deferred / hidden via `exposure`).
 
 mod common;
+#[path = "support/plugins.rs"]
+mod plugins;
 
 use std::collections::BTreeSet;
-use std::fs;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
 
-use common::{Opts, Sidecar};
+use common::Sidecar;
+use plugins::Plugins;
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-struct Plugins {
-    dir: tempfile::TempDir,
-}
-
-impl Plugins {
-    fn new() -> Plugins {
-        let dir = tempfile::tempdir().unwrap();
-        fs::create_dir(dir.path().join("bin")).unwrap();
-        fs::create_dir(dir.path().join("scratch")).unwrap();
-        Plugins { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn scratch(&self, name: &str) -> PathBuf {
-        self.path().join("scratch").join(name)
-    }
-
-    fn script(&self, name: &str, body: &str) -> PathBuf {
-        let p = self.path().join("bin").join(name);
-        let tmp = self.path().join("bin").join(format!(".{name}.tmp"));
-        fs::write(&tmp, format!("#!/bin/sh\n{body}\n")).unwrap();
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755)).unwrap();
-        fs::rename(&tmp, &p).unwrap();
-        p
-    }
-
-    fn manifest(&self, file: &str, text: &str) {
-        fs::write(self.path().join(file), text).unwrap();
-    }
-
-    fn start(&self) -> Sidecar {
-        Sidecar::start_with(Opts {
-            env: vec![
-                (
-                    "OUTRIGGER_PLUGIN_DIR".into(),
-                    self.path().display().to_string(),
-                ),
-                // Plugins run sandboxed; their scratch files live outside the workspace.
-                (
-                    "OUTRIGGER_SANDBOX_WRITABLE_ROOTS".into(),
-                    self.path().display().to_string(),
-                ),
-            ],
-            ..Default::default()
-        })
-    }
-}
-
 /// One `[[tools]]` table running `bin/<exec>`; `extra` adds keys (exposure, parameters, …).
 fn tool(name: &str, description: &str, exec: &str, extra: &str) -> String {
-    let mode = if extra.contains("mode =") {
-        ""
-    } else {
-        "mode = \"read\"\n"
-    };
-    format!(
-        "[[tools]]\nname = \"{name}\"\ndescription = \"{description}\"\nexec = \"bin/{exec}\"\ntimeout = \"10s\"\n{mode}{extra}\n"
-    )
+    plugins::tool(name, description, exec, "10s", extra)
 }
 
 const DEFERRED: &str = "exposure = \"deferred\"";

@@ -231,7 +231,15 @@ pub fn parse(v: &Value, settings: LlmSettings, method: Method) -> Result<ChatPar
     }
     let base = pp.base_url.clone().unwrap_or_default();
     let info = catalog::resolve(&pp.model, pp.base_url.as_deref());
-    if let Some(effort) = &raw.reasoning_effort {
+    // The compat gate runs first: a vendor whose flags refuse the field (Moonshot) has it
+    // dropped silently by the provider, so it is not validated against the catalog.
+    let effort_allowed = match &pp.compat {
+        Some(v) => llm::compat::CompatOverrides::from_value(v)
+            .map(|o| llm::compat::resolve(&base, Some(o)).supports_reasoning_effort)
+            .map_err(|e| format!("failed to construct LLM provider: {e}"))?,
+        None => llm::compat::resolve(&base, None).supports_reasoning_effort,
+    };
+    if let Some(effort) = raw.reasoning_effort.as_ref().filter(|_| effort_allowed) {
         catalog::check_reasoning_effort(&info, effort)
             .map_err(|e| format!("failed to construct LLM provider: {e}"))?;
     }
