@@ -456,7 +456,7 @@ fn steer_boundary_reaches_the_next_request() {
     let mut s = Sidecar::start();
     let w = ws();
     let script = json!([
-        {"events": [{"text": "working"}, {"delayMs": 1000},
+        {"events": [{"text": "working"}, {"delayMs": 3000},
             {"toolCall": {"id": "c1", "name": "read_file", "arguments": {"path": "notes.txt"}}}]},
         {"text": "steered answer"}
     ]);
@@ -771,7 +771,7 @@ fn interrupt_steer_during_streaming_skips_the_calls_it_preempts() {
     let mut s = Sidecar::start();
     let w = ws();
     let script = json!([
-        {"events": [{"text": "planning"}, {"delayMs": 800},
+        {"events": [{"text": "planning"}, {"delayMs": 3000},
             {"toolCall": {"id": "w1", "name": "write_file", "arguments": {"path": "out.txt", "content": "x"}}}]},
         {"text": "changed course"}
     ]);

@@ -25,7 +25,7 @@ fn manual_compaction_summarizes_with_the_turns_provider() {
     let w = tempfile::tempdir().unwrap();
     std::fs::write(w.path().join("a.txt"), "x\n").unwrap();
     let script = json!([
-        {"events": [{"text": "working"}, {"delayMs": 800},
+        {"events": [{"text": "working"}, {"delayMs": 3000},
             {"toolCall": {"id": "r1", "name": "read_file", "arguments": {"path": "a.txt"}}}]},
         {"text": "SUMMARY OF EARLIER"},
         {"text": "final"}
