@@ -82,7 +82,7 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
         eprintln!("outrigger: plugin error: {e}");
         return 2;
     }
-    let (out, writer) = Out::start(std::io::stdout());
+    let (out, writer) = Out::start(std::io::stdout()); // stdout-ok: the one frame writer
     let (lifecycle, mut stop_rx) = Lifecycle::new();
     let app = Arc::new(App::new(
         shared,

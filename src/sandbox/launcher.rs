@@ -39,7 +39,8 @@ pub fn main(spec: Option<&str>, probe: bool, argv: &[OsString]) -> i32 {
         match serde_json::to_string(&report) {
             Ok(s) => {
                 use std::io::Write;
-                let mut out = std::io::stdout().lock();
+                // The probe subcommand reports to its parent on stdout.
+                let mut out = std::io::stdout().lock(); // stdout-ok
                 let _ = writeln!(out, "{s}");
                 return 0;
             }
