@@ -571,4 +571,20 @@ mod tests {
         assert_eq!(c2.merged()["grace_period_seconds"].source, Source::Override);
         assert_eq!(c2.settings().grace_period, Duration::from_millis(1500));
     }
+
+    #[test]
+    fn every_key_is_documented() {
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/docs/configuration.md"
+        ))
+        .expect("docs/configuration.md exists");
+        for k in KEYS {
+            assert!(
+                doc.contains(&format!("`{}`", k.name)),
+                "docs/configuration.md does not document `{}`",
+                k.name
+            );
+        }
+    }
 }
