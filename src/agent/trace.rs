@@ -1,6 +1,7 @@
 //! Per-stream traces (`trace.fetch`): one `llm.request` span per provider request, one span
-//! per tool execution, and one event per loop event. Kept in memory, newest
-//! `MAX_TRACES` only: a trace is a debugging aid, the durable record is the history.
+//! per tool execution, and one event per loop event. Kept in memory, newest `MAX_TRACES`;
+//! each finished trace is also written once to the store (`traces` table), which answers
+//! `trace.fetch` once the memory copy is gone (evicted, or the process restarted).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -164,6 +165,27 @@ impl Trace {
         d.header.updated_at = iso8601_ms(end);
         d.finished = true;
     }
+
+    /// `{trace, spans, events}`, the `trace.fetch` answer.
+    pub fn to_value(&self) -> Value {
+        let d = self.lock();
+        json!({"trace": d.header, "spans": d.spans, "events": d.events})
+    }
+
+    /// The row the store keeps for this trace (written once, when the stream finishes).
+    pub fn to_row(&self, record_id: &str) -> crate::store::TraceRow {
+        let (status, created_at) = {
+            let d = self.lock();
+            (d.header.status.clone(), d.header.created_at.clone())
+        };
+        crate::store::TraceRow {
+            trace_id: self.id.clone(),
+            record_id: record_id.to_string(),
+            status,
+            created_at,
+            body: self.to_value(),
+        }
+    }
 }
 
 /// All kept traces.
@@ -234,8 +256,7 @@ impl Traces {
             .0
             .get(id)
             .cloned()?;
-        let d = t.lock();
-        Some(json!({"trace": d.header, "spans": d.spans, "events": d.events}))
+        Some(t.to_value())
     }
 
     /// Traces whose stream is still running (`activeTraces` in ping).

@@ -14,6 +14,7 @@ pub mod lease;
 pub mod records;
 pub mod schema;
 pub mod sessions;
+pub mod traces;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -28,6 +29,7 @@ pub use error::{ErrorClass, StoreError};
 pub use records::{Boundary, BoundaryAction, Entry, ItemKind, Projected, Seed};
 pub use schema::SyncMode;
 pub use sessions::{AgentSession, NewSession, SessionFilter};
+pub use traces::TraceRow;
 
 use lease::Lease;
 use records::{NewRecord, insert_entry};
@@ -157,6 +159,18 @@ impl Store {
 
     pub fn list_sessions(&self, filter: &SessionFilter) -> Result<Vec<AgentSession>, StoreError> {
         sessions::list(&self.conn(), filter)
+    }
+
+    // ---- traces ----
+
+    /// Stores a finished trace in one committed transaction.
+    pub fn put_trace(&self, t: &TraceRow) -> Result<(), StoreError> {
+        self.write(|tx| traces::put(tx, t))
+    }
+
+    /// A stored trace's `{trace, spans, events}`; `None` when unknown.
+    pub fn get_trace(&self, trace_id: &str) -> Result<Option<Value>, StoreError> {
+        traces::get(&self.conn(), trace_id)
     }
 
     // ---- appends (each one a committed transaction) ----

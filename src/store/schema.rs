@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension};
 use super::error::StoreError;
 
 /// Bump when the tables change; `open` refuses databases from a newer build.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 const DDL: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -47,6 +47,14 @@ CREATE TABLE IF NOT EXISTS entries (
     created_at     TEXT NOT NULL,
     PRIMARY KEY (record_id, seq)
 ) WITHOUT ROWID;
+-- Version 2: finished per-stream traces (`trace.fetch` across restarts).
+CREATE TABLE IF NOT EXISTS traces (
+    trace_id   TEXT PRIMARY KEY,
+    record_id  TEXT NOT NULL,
+    status     TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    body       TEXT NOT NULL
+);
 ";
 
 /// `synchronous` level: NORMAL survives a process crash (WAL), FULL also a power loss.
@@ -81,7 +89,9 @@ pub fn configure(conn: &Connection, sync: SyncMode) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Creates the tables when missing; returns the schema version found (or written).
+/// Creates the tables when missing and upgrades an older database in place (every version
+/// so far only adds tables, which the `IF NOT EXISTS` DDL above already did); returns the
+/// schema version now recorded. A newer version is returned untouched for `open` to refuse.
 pub fn ensure(conn: &mut Connection) -> Result<i64, StoreError> {
     let tx = conn.transaction()?;
     tx.execute_batch(DDL)?;
@@ -93,7 +103,18 @@ pub fn ensure(conn: &mut Connection) -> Result<i64, StoreError> {
         )
         .optional()?;
     let version = match found {
-        Some(v) => v.trim().parse::<i64>().unwrap_or(0),
+        Some(v) => {
+            let found = v.trim().parse::<i64>().unwrap_or(0);
+            if found < SCHEMA_VERSION {
+                tx.execute(
+                    "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+                    [SCHEMA_VERSION.to_string()],
+                )?;
+                SCHEMA_VERSION
+            } else {
+                found
+            }
+        }
         None => {
             tx.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)",

@@ -415,3 +415,83 @@ fn not_a_database_names_the_file() {
     let e = Store::open(&path, SyncMode::Normal).err().unwrap();
     assert!(e.to_string().contains("junk.db"), "{e}");
 }
+
+/// The version-1 schema verbatim, as a v1 build created it.
+const V1_DDL: &str = "
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE sessions (
+    session_id TEXT PRIMARY KEY, user_id TEXT NOT NULL, chat_id TEXT NOT NULL,
+    project_id TEXT, current_stage TEXT NOT NULL, next_stage TEXT, scenario TEXT,
+    stage_data TEXT, is_active INTEGER NOT NULL, created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX sessions_user ON sessions(user_id);
+CREATE INDEX sessions_chat ON sessions(chat_id);
+CREATE TABLE records (
+    record_id TEXT PRIMARY KEY, source_record_id TEXT, source_until_seq INTEGER,
+    label TEXT, next_seq INTEGER NOT NULL, created_at TEXT NOT NULL
+);
+CREATE INDEX records_source ON records(source_record_id);
+CREATE TABLE entries (
+    record_id TEXT NOT NULL, seq INTEGER NOT NULL, entry TEXT NOT NULL, kind TEXT NOT NULL,
+    token_estimate INTEGER NOT NULL DEFAULT 0, body TEXT NOT NULL, created_at TEXT NOT NULL,
+    PRIMARY KEY (record_id, seq)
+) WITHOUT ROWID;
+INSERT INTO meta (key, value) VALUES ('schema_version', '1');
+INSERT INTO records VALUES ('old', NULL, NULL, NULL, 1, '2026-01-01T00:00:00.000Z');
+INSERT INTO entries VALUES ('old', 0, 'item', 'user', 1,
+    '{\"entry\":\"item\",\"v\":3,\"seq\":0,\"kind\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"hi\"}}',
+    '2026-01-01T00:00:00.000Z');
+";
+
+#[test]
+fn a_v1_database_upgrades_in_place_to_v2() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(V1_DDL)
+        .unwrap();
+    let s = Store::open(&path, SyncMode::Normal).unwrap();
+    let version: String = s
+        .conn()
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(version, "2");
+    let tables: i64 = s
+        .conn()
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'traces'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(tables, 1);
+    // Old data still reads, and the new table works.
+    assert_eq!(roles(&s.projection("old").unwrap()), [(0, "user".into())]);
+    assert_eq!(s.get_trace("trace_x").unwrap(), None);
+    drop(s);
+    // Reopening a v2 database is a no-op.
+    Store::open(&path, SyncMode::Normal).unwrap();
+}
+
+#[test]
+fn traces_round_trip_and_unknown_is_none() {
+    let (_d, s) = open();
+    let body = json!({"trace": {"traceId": "trace_a", "status": "completed", "spanCount": 2},
+                      "spans": [{"spanId": "span_0001"}], "events": []});
+    s.put_trace(&TraceRow {
+        trace_id: "trace_a".into(),
+        record_id: "r".into(),
+        status: "completed".into(),
+        created_at: "2026-01-01T00:00:00.000Z".into(),
+        body: body.clone(),
+    })
+    .unwrap();
+    assert_eq!(s.get_trace("trace_a").unwrap(), Some(body));
+    assert_eq!(s.get_trace("trace_b").unwrap(), None);
+}

@@ -202,6 +202,12 @@ async fn start(app: Arc<App>, call: Call, method: Method) -> Outcome {
             Some(json!({"status": c.status.as_str(), "reason": reason})),
         );
         trace.finish(c.status.as_str(), failed.then(|| reason.clone()));
+        // Persist before done so a host holding the done's traceId can fetch it even after
+        // a restart. A failed write only costs the trace, never the stream.
+        let row = trace.to_row(&record_id);
+        if let Err(e) = persist::call(&app2.store, move |s| s.put_trace(&row)).await {
+            tracing::warn!("trace {}: cannot persist it: {e}", trace.id);
+        }
         if failed {
             emit.error("LoopError", &reason, &trace.id);
         }

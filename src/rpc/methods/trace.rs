@@ -1,4 +1,5 @@
-//! `trace.fetch`: one stream's trace (header, spans, events) while it is kept in memory.
+//! `trace.fetch`: one stream's trace (header, spans, events), from memory while it is kept
+//! there, else from the store (finished traces are persisted).
 
 use std::sync::Arc;
 
@@ -7,6 +8,7 @@ use serde::Deserialize;
 use crate::app::App;
 use crate::rpc::dispatch::Call;
 use crate::rpc::error::{ErrorKind, Outcome, RpcError, reply};
+use crate::rpc::methods::sessions::with_store;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -16,14 +18,18 @@ struct FetchParams {
 
 pub async fn fetch(app: Arc<App>, call: Call) -> Outcome {
     let p: FetchParams = call.params()?;
-    match app.agent.traces.fetch(&p.trace_id) {
+    if let Some(v) = app.agent.traces.fetch(&p.trace_id) {
+        return reply(&v);
+    }
+    let id = p.trace_id.clone();
+    match with_store(&app, move |st| st.get_trace(&id)).await? {
         Some(v) => reply(&v),
         None => Err(RpcError::new(
             ErrorKind::NotFound,
             format!(
-                "trace not found: {} (traces are kept in memory for the newest {} streams of this process)",
-                p.trace_id,
-                crate::agent::trace::MAX_TRACES
+                "trace not found: {} (neither running nor stored; traces are stored when their \
+                 stream finishes, in the database given by --storage-path)",
+                p.trace_id
             ),
         )),
     }
