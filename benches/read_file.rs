@@ -9,7 +9,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use outrigger::config::{Config, Inputs};
 use outrigger::tools::fs::FsEnv;
-use outrigger::tools::fs::read::ReadFile;
+use outrigger::tools::fs::read;
 use outrigger::tools::fs::state::version_of;
 use outrigger::tools::{Tool, ToolContext};
 use serde_json::{Value, json};
@@ -38,7 +38,7 @@ fn bench(c: &mut Criterion) {
     .settings();
     settings.max_read_bytes = 64 * 1024 * 1024;
     let env = FsEnv::new(Arc::new(move || settings.clone()));
-    let tool = Arc::new(ReadFile::new(env));
+    let tool = Arc::new(read::tool(env));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

@@ -8,12 +8,13 @@ use std::time::SystemTime;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 
+use super::FsTool;
 use super::read::path_failure;
 use super::walk::{WalkSpec, path_order, walk_files};
-use super::{FsEnv, blocking, fail, parse_args, schema_of};
-use crate::tools::{Tool, ToolContext, ToolFuture, ToolMode, ToolResult};
+use super::{FsEnv, fail};
+use crate::tools::{ToolContext, ToolMode, ToolResult};
 
 /// Files returned when `limit` is not given.
 pub const DEFAULT_GLOB_LIMIT: usize = 100;
@@ -173,38 +174,15 @@ A pattern without `/` matches file names at any depth (`*.rs`); with `/` it matc
 Honours .gitignore/.ignore, includes hidden files, and skips .git, node_modules, target, dist, build, vendor and similar directories. \
 Returns workspace-relative paths: at most `limit` (default 100, max 1000), with `total` and `truncated`.";
 
-pub struct Glob {
-    env: Arc<FsEnv>,
-}
-
-impl Glob {
-    pub fn new(env: Arc<FsEnv>) -> Glob {
-        Glob { env }
-    }
-}
-
-impl Tool for Glob {
-    fn name(&self) -> &str {
-        "glob"
-    }
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-    fn parameters(&self) -> Value {
-        schema_of::<GlobArgs>()
-    }
-    fn mode(&self) -> ToolMode {
-        ToolMode::Read
-    }
-    fn call(self: Arc<Self>, ctx: ToolContext, args: Map<String, Value>) -> ToolFuture {
-        Box::pin(async move {
-            let args: GlobArgs = match parse_args(args) {
-                Ok(a) => a,
-                Err(r) => return r,
-            };
-            blocking(move || run_glob(&self.env, &ctx, args)).await
-        })
-    }
+/// The `glob` tool.
+pub fn tool(env: Arc<FsEnv>) -> FsTool<GlobArgs> {
+    FsTool::new(
+        "glob",
+        DESCRIPTION.to_string(),
+        ToolMode::Read,
+        env,
+        run_glob,
+    )
 }
 
 fn run_glob(env: &FsEnv, ctx: &ToolContext, args: GlobArgs) -> ToolResult {

@@ -20,12 +20,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::FsTool;
 use super::glob::{PathFilter, walk_limit_note};
 use super::paths::Workspace;
 use super::read::{BINARY_SNIFF_BYTES, path_failure};
 use super::walk::{Candidate, WALK_THREADS, WalkSpec, path_order, walk_files};
-use super::{FsEnv, blocking, fail, parse_args, schema_of};
-use crate::tools::{Tool, ToolContext, ToolFuture, ToolMode, ToolResult};
+use super::{FsEnv, fail};
+use crate::tools::{ToolContext, ToolMode, ToolResult};
 
 /// Results per page when `headLimit` is not given.
 pub const DEFAULT_HEAD_LIMIT: usize = 100;
@@ -168,38 +169,15 @@ fn type_extensions(name: &str) -> Result<&'static [&'static str], String> {
         })
 }
 
-pub struct Grep {
-    env: Arc<FsEnv>,
-}
-
-impl Grep {
-    pub fn new(env: Arc<FsEnv>) -> Grep {
-        Grep { env }
-    }
-}
-
-impl Tool for Grep {
-    fn name(&self) -> &str {
-        "grep"
-    }
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-    fn parameters(&self) -> Value {
-        schema_of::<GrepArgs>()
-    }
-    fn mode(&self) -> ToolMode {
-        ToolMode::Read
-    }
-    fn call(self: Arc<Self>, ctx: ToolContext, args: Map<String, Value>) -> ToolFuture {
-        Box::pin(async move {
-            let args: GrepArgs = match parse_args(args) {
-                Ok(a) => a,
-                Err(r) => return r,
-            };
-            blocking(move || run_grep(&self.env, &ctx, args)).await
-        })
-    }
+/// The `grep` tool.
+pub fn tool(env: Arc<FsEnv>) -> FsTool<GrepArgs> {
+    FsTool::new(
+        "grep",
+        DESCRIPTION.to_string(),
+        ToolMode::Read,
+        env,
+        run_grep,
+    )
 }
 
 /// Everything a search needs, validated.

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 
+use super::FsTool;
 use super::read::path_failure;
 use super::walk::is_excluded_name;
-use super::{FsEnv, blocking, fail, parse_args, schema_of};
-use crate::tools::{Tool, ToolContext, ToolFuture, ToolMode, ToolResult};
+use super::{FsEnv, fail};
+use crate::tools::{ToolContext, ToolMode, ToolResult};
 
 /// Entries listed at most; the rest are counted in `total`.
 pub const MAX_LS_ENTRIES: usize = 1000;
@@ -39,38 +40,9 @@ const DESCRIPTION: &str = "List one directory (not recursive): each entry's name
 Symlinks are listed by name, not resolved. Hidden entries are listed; .git, node_modules, target, dist, build, vendor and similar directories are left out and named in `excluded`. \
 `ignore` takes glob patterns of names to leave out. Use `glob` to find files recursively.";
 
-pub struct Ls {
-    env: Arc<FsEnv>,
-}
-
-impl Ls {
-    pub fn new(env: Arc<FsEnv>) -> Ls {
-        Ls { env }
-    }
-}
-
-impl Tool for Ls {
-    fn name(&self) -> &str {
-        "ls"
-    }
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-    fn parameters(&self) -> Value {
-        schema_of::<LsArgs>()
-    }
-    fn mode(&self) -> ToolMode {
-        ToolMode::Read
-    }
-    fn call(self: Arc<Self>, ctx: ToolContext, args: Map<String, Value>) -> ToolFuture {
-        Box::pin(async move {
-            let args: LsArgs = match parse_args(args) {
-                Ok(a) => a,
-                Err(r) => return r,
-            };
-            blocking(move || run_ls(&self.env, &ctx, args)).await
-        })
-    }
+/// The `ls` tool.
+pub fn tool(env: Arc<FsEnv>) -> FsTool<LsArgs> {
+    FsTool::new("ls", DESCRIPTION.to_string(), ToolMode::Read, env, run_ls)
 }
 
 fn ignore_set(patterns: &[String]) -> Result<GlobSet, String> {

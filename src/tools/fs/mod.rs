@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 
 use crate::config::Settings;
 use crate::tools::router::{Registration, Router};
-use crate::tools::{ToolContext, ToolResult};
+use crate::tools::{ToolContext, ToolFuture, ToolMode, ToolResult};
 use paths::Workspace;
 use state::ReadState;
 
@@ -57,17 +57,72 @@ impl FsEnv {
     }
 }
 
+/// A file tool: arguments parsed into `A` (whose schema is the tool's), then `run` on the
+/// blocking pool, since every file tool does disk work.
+pub struct FsTool<A> {
+    name: &'static str,
+    description: String,
+    mode: ToolMode,
+    env: Arc<FsEnv>,
+    run: fn(&FsEnv, &ToolContext, A) -> ToolResult,
+}
+
+impl<A> FsTool<A> {
+    pub fn new(
+        name: &'static str,
+        description: String,
+        mode: ToolMode,
+        env: Arc<FsEnv>,
+        run: fn(&FsEnv, &ToolContext, A) -> ToolResult,
+    ) -> FsTool<A> {
+        FsTool {
+            name,
+            description,
+            mode,
+            env,
+            run,
+        }
+    }
+}
+
+impl<A> crate::tools::Tool for FsTool<A>
+where
+    A: DeserializeOwned + schemars::JsonSchema + Send + 'static,
+{
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> &str {
+        &self.description
+    }
+    fn parameters(&self) -> Value {
+        schema_of::<A>()
+    }
+    fn mode(&self) -> ToolMode {
+        self.mode
+    }
+    fn call(self: Arc<Self>, ctx: ToolContext, args: Map<String, Value>) -> ToolFuture {
+        Box::pin(async move {
+            let args: A = match parse_args(args) {
+                Ok(a) => a,
+                Err(r) => return r,
+            };
+            blocking(move || (self.run)(&self.env, &ctx, args)).await
+        })
+    }
+}
+
 /// Registers `read_file`, `write_file`, `edit_file`, `apply_patch`, `ls`, `glob` and `grep`
 /// on the router.
 pub fn register(router: &Router, env: &Arc<FsEnv>) {
     let tools: Vec<Arc<dyn crate::tools::Tool>> = vec![
-        Arc::new(read::ReadFile::new(env.clone())),
-        Arc::new(write::WriteFile::new(env.clone())),
-        Arc::new(write::EditFile::new(env.clone())),
-        Arc::new(patch::ApplyPatch::new(env.clone())),
-        Arc::new(ls::Ls::new(env.clone())),
-        Arc::new(glob::Glob::new(env.clone())),
-        Arc::new(grep::Grep::new(env.clone())),
+        Arc::new(read::tool(env.clone())),
+        Arc::new(write::write_tool(env.clone())),
+        Arc::new(write::edit_tool(env.clone())),
+        Arc::new(patch::tool(env.clone())),
+        Arc::new(ls::tool(env.clone())),
+        Arc::new(glob::tool(env.clone())),
+        Arc::new(grep::tool(env.clone())),
     ];
     for t in tools {
         let name = t.name().to_string();

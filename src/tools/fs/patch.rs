@@ -12,11 +12,12 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::FsTool;
 use super::edit::Edit;
 use super::state::version_of;
 use super::write::{MATCHING_RULES, Plan, atomic_write, plan_edit};
-use super::{FsEnv, blocking, fail, parse_args, schema_of};
-use crate::tools::{Tool, ToolContext, ToolFuture, ToolMode, ToolResult};
+use super::{FsEnv, fail};
+use crate::tools::{ToolContext, ToolMode, ToolResult};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -37,16 +38,6 @@ pub struct PatchArgs {
     pub patches: Vec<FilePatch>,
 }
 
-pub struct ApplyPatch {
-    env: Arc<FsEnv>,
-}
-
-impl ApplyPatch {
-    pub fn new(env: Arc<FsEnv>) -> ApplyPatch {
-        ApplyPatch { env }
-    }
-}
-
 const DESCRIPTION: &str = "Apply {oldText, newText} edits to several existing workspace files as one change: \
 every file's edits are matched against its current content first, and if any file fails nothing is written; \
 if a write fails midway, files already written are restored. \
@@ -54,29 +45,15 @@ MATCHING \
 Each file must have been read in this session (or its `expectedVersion` passed) and be unchanged since. \
 Returns `filesChanged`, a diff per file and the new `versions` by path.";
 
-impl Tool for ApplyPatch {
-    fn name(&self) -> &str {
-        "apply_patch"
-    }
-    fn description(&self) -> &str {
-        static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        TEXT.get_or_init(|| DESCRIPTION.replace("MATCHING", MATCHING_RULES))
-    }
-    fn parameters(&self) -> Value {
-        schema_of::<PatchArgs>()
-    }
-    fn mode(&self) -> ToolMode {
-        ToolMode::SafeWrite
-    }
-    fn call(self: Arc<Self>, ctx: ToolContext, args: Map<String, Value>) -> ToolFuture {
-        Box::pin(async move {
-            let args: PatchArgs = match parse_args(args) {
-                Ok(a) => a,
-                Err(r) => return r,
-            };
-            blocking(move || apply_patch(&self.env, &ctx, args)).await
-        })
-    }
+/// The `apply_patch` tool.
+pub fn tool(env: Arc<FsEnv>) -> FsTool<PatchArgs> {
+    FsTool::new(
+        "apply_patch",
+        DESCRIPTION.replace("MATCHING", MATCHING_RULES),
+        ToolMode::SafeWrite,
+        env,
+        apply_patch,
+    )
 }
 
 fn apply_patch(env: &FsEnv, ctx: &ToolContext, args: PatchArgs) -> ToolResult {

@@ -10,12 +10,13 @@ use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Map;
 
+use super::FsTool;
 use super::paths::{PathError, Workspace};
 use super::state::version_of;
-use super::{FsEnv, blocking, clip, fail, parse_args, schema_of};
-use crate::tools::{Tool, ToolContext, ToolFuture, ToolMode, ToolResult};
+use super::{FsEnv, clip, fail};
+use crate::tools::{ToolContext, ToolMode, ToolResult};
 
 /// Lines returned when `limit` is not given.
 pub const DEFAULT_READ_LINES: usize = 2000;
@@ -39,16 +40,6 @@ pub struct ReadArgs {
     pub line_numbers: Option<bool>,
 }
 
-pub struct ReadFile {
-    env: Arc<FsEnv>,
-}
-
-impl ReadFile {
-    pub fn new(env: Arc<FsEnv>) -> ReadFile {
-        ReadFile { env }
-    }
-}
-
 const DESCRIPTION: &str = "Read a UTF-8 text file in the workspace. Relative paths resolve against the workspace root. \
 Returns up to `limit` lines (default 2000) starting at the 1-based line `offset`, plus `version` (sha256 of the whole file) and `totalLines`. \
 `lineNumbers: true` prefixes each line with its number and a tab; the prefix is not part of the file. \
@@ -56,28 +47,15 @@ Output longer than the character limit keeps its start and end around a `...[N c
 `partial: true` means the result does not show the whole file (paged or clipped). \
 Binary files, non-UTF-8 files and files over the size limit are refused.";
 
-impl Tool for ReadFile {
-    fn name(&self) -> &str {
-        "read_file"
-    }
-    fn description(&self) -> &str {
-        DESCRIPTION
-    }
-    fn parameters(&self) -> Value {
-        schema_of::<ReadArgs>()
-    }
-    fn mode(&self) -> ToolMode {
-        ToolMode::Read
-    }
-    fn call(self: Arc<Self>, ctx: ToolContext, args: Map<String, Value>) -> ToolFuture {
-        Box::pin(async move {
-            let args: ReadArgs = match parse_args(args) {
-                Ok(a) => a,
-                Err(r) => return r,
-            };
-            blocking(move || read_file(&self.env, &ctx, args)).await
-        })
-    }
+/// The `read_file` tool.
+pub fn tool(env: Arc<FsEnv>) -> FsTool<ReadArgs> {
+    FsTool::new(
+        "read_file",
+        DESCRIPTION.to_string(),
+        ToolMode::Read,
+        env,
+        read_file,
+    )
 }
 
 /// The whole text of a file, checked: regular, at most `max_bytes`, no NUL in the first

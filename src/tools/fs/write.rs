@@ -19,12 +19,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::FsTool;
 use super::edit::{Edit, apply_edits};
 use super::paths::Workspace;
 use super::read::{load_bytes, load_text, path_failure};
 use super::state::version_of;
-use super::{FsEnv, blocking, fail, parse_args, schema_of};
-use crate::tools::{Tool, ToolContext, ToolFuture, ToolMode, ToolResult};
+use super::{FsEnv, fail};
+use crate::tools::{ToolContext, ToolMode, ToolResult};
 
 /// The truncation guard applies to existing files at least this large…
 pub const TRUNCATION_GUARD_MIN_BYTES: usize = 8192;
@@ -247,44 +248,21 @@ pub struct WriteArgs {
     pub expected_version: Option<String>,
 }
 
-pub struct WriteFile {
-    env: Arc<FsEnv>,
-}
-
-impl WriteFile {
-    pub fn new(env: Arc<FsEnv>) -> WriteFile {
-        WriteFile { env }
-    }
-}
-
 const WRITE_DESCRIPTION: &str = "Create or overwrite a file in the workspace with `content` (UTF-8). Missing parent directories are created. \
 Overwriting an existing file requires that this session read it with read_file (or that `expectedVersion` is passed); \
 the write is refused if the file changed since that read (`version` mismatch), if the read was partial, \
 or if a file of 8192+ bytes would shrink below max(512 bytes, a quarter of its size). New files are never refused for these reasons. \
 The file is replaced atomically and keeps its permission bits. Returns `bytes` written and the new `version`.";
 
-impl Tool for WriteFile {
-    fn name(&self) -> &str {
-        "write_file"
-    }
-    fn description(&self) -> &str {
-        WRITE_DESCRIPTION
-    }
-    fn parameters(&self) -> Value {
-        schema_of::<WriteArgs>()
-    }
-    fn mode(&self) -> ToolMode {
-        ToolMode::SafeWrite
-    }
-    fn call(self: Arc<Self>, ctx: ToolContext, args: Map<String, Value>) -> ToolFuture {
-        Box::pin(async move {
-            let args: WriteArgs = match parse_args(args) {
-                Ok(a) => a,
-                Err(r) => return r,
-            };
-            blocking(move || write_file(&self.env, &ctx, args)).await
-        })
-    }
+/// The `write_file` tool.
+pub fn write_tool(env: Arc<FsEnv>) -> FsTool<WriteArgs> {
+    FsTool::new(
+        "write_file",
+        WRITE_DESCRIPTION.to_string(),
+        ToolMode::SafeWrite,
+        env,
+        write_file,
+    )
 }
 
 fn write_file(env: &FsEnv, ctx: &ToolContext, args: WriteArgs) -> ToolResult {
@@ -358,16 +336,6 @@ pub struct EditArgs {
     pub replace_all: Option<bool>,
 }
 
-pub struct EditFile {
-    env: Arc<FsEnv>,
-}
-
-impl EditFile {
-    pub fn new(env: Arc<FsEnv>) -> EditFile {
-        EditFile { env }
-    }
-}
-
 pub(crate) const MATCHING_RULES: &str = "Each `oldText` is located in the original content: first as an exact substring, \
 then line by line ignoring each line's leading and trailing whitespace (the whole matched lines are replaced; `newText` is inserted as given, without re-indenting), \
 then with typographic quotes, dashes, ellipsis and non-breaking spaces folded to ASCII. The first way that finds exactly one match is used. \
@@ -379,29 +347,15 @@ MATCHING \
 The file must have been read in this session (or `expectedVersion` passed) and be unchanged since. \
 Returns a unified diff, the new `version`, `applied` and where each match landed (`matches`: level, 0-based startLine, oldLineCount).";
 
-impl Tool for EditFile {
-    fn name(&self) -> &str {
-        "edit_file"
-    }
-    fn description(&self) -> &str {
-        static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        TEXT.get_or_init(|| EDIT_DESCRIPTION.replace("MATCHING", MATCHING_RULES))
-    }
-    fn parameters(&self) -> Value {
-        schema_of::<EditArgs>()
-    }
-    fn mode(&self) -> ToolMode {
-        ToolMode::SafeWrite
-    }
-    fn call(self: Arc<Self>, ctx: ToolContext, args: Map<String, Value>) -> ToolFuture {
-        Box::pin(async move {
-            let args: EditArgs = match parse_args(args) {
-                Ok(a) => a,
-                Err(r) => return r,
-            };
-            blocking(move || edit_file(&self.env, &ctx, args)).await
-        })
-    }
+/// The `edit_file` tool.
+pub fn edit_tool(env: Arc<FsEnv>) -> FsTool<EditArgs> {
+    FsTool::new(
+        "edit_file",
+        EDIT_DESCRIPTION.replace("MATCHING", MATCHING_RULES),
+        ToolMode::SafeWrite,
+        env,
+        edit_file,
+    )
 }
 
 /// A planned change to one file.
