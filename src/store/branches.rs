@@ -179,15 +179,7 @@ pub fn children(
         "SELECT record_id, source_record_id, source_until_seq, label, next_seq
          FROM records WHERE source_record_id = ?1 ORDER BY rowid",
     )?;
-    let rows = stmt.query_map([record_id], |r| {
-        Ok(RecordRow {
-            record_id: r.get(0)?,
-            source_record_id: r.get(1)?,
-            source_until_seq: r.get(2)?,
-            label: r.get(3)?,
-            next_seq: r.get(4)?,
-        })
-    })?;
+    let rows = stmt.query_map([record_id], RecordRow::from_row)?;
     let mut out = Vec::new();
     for row in rows {
         match row {

@@ -140,21 +140,27 @@ pub struct RecordRow {
     pub next_seq: i64,
 }
 
+impl RecordRow {
+    /// Reads a row that selected `record_id, source_record_id, source_until_seq, label,
+    /// next_seq`, in that order.
+    pub fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RecordRow> {
+        Ok(RecordRow {
+            record_id: r.get(0)?,
+            source_record_id: r.get(1)?,
+            source_until_seq: r.get(2)?,
+            label: r.get(3)?,
+            next_seq: r.get(4)?,
+        })
+    }
+}
+
 pub fn record_row(conn: &Connection, id: &str) -> Result<Option<RecordRow>, StoreError> {
     Ok(conn
         .query_row(
             "SELECT record_id, source_record_id, source_until_seq, label, next_seq
              FROM records WHERE record_id = ?1",
             [id],
-            |r| {
-                Ok(RecordRow {
-                    record_id: r.get(0)?,
-                    source_record_id: r.get(1)?,
-                    source_until_seq: r.get(2)?,
-                    label: r.get(3)?,
-                    next_seq: r.get(4)?,
-                })
-            },
+            RecordRow::from_row,
         )
         .optional()?)
 }
