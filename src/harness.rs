@@ -1,6 +1,7 @@
 //! The harness vocabulary `harness.describe` serves: the dimensions a turn's behaviour is
-//! assembled from, listing only the implementations this binary actually has. It grows as
-//! features land; nothing here is advertised before it exists.
+//! assembled from (reference §3.12), every implementation the reference names, each flagged
+//! `implemented` only when this binary really does it. The default is the reference's
+//! bundled default restricted to what is implemented.
 
 use serde_json::{Value, json};
 
@@ -54,70 +55,169 @@ impl ToolsStrategy {
     }
 }
 
+/// One implementation of a dimension: its name, what it assumes, and whether this binary
+/// really does it.
 struct Impl {
     name: &'static str,
     assumes: &'static str,
+    implemented: bool,
 }
 
-const TOOLS: &[Impl] = &[
+/// Reference §3.12's `context` implementations. Pressure compaction (with overflow
+/// recovery) and spill live in `agent::compaction`; nothing can switch them off, and there
+/// is no separate aging of observations.
+const CONTEXT: &[Impl] = &[
     Impl {
-        name: "full",
-        assumes: "the model can handle every direct-tier tool in one list; deferred tools are found with tool_search",
+        name: "null",
+        assumes: "The whole turn fits in the model's window, so the transcript is never folded, summarized or spilled.",
+        implemented: false,
     },
     Impl {
-        name: "minimal",
-        assumes: "a small model or a tight context: only bash, read_file, write_file and edit_file are offered",
+        name: "pressure_compaction",
+        assumes: "The transcript can outgrow the window, so when the estimated prompt nears the window (or the provider reports an overflow) old tool results are folded and the middle of the conversation is summarized.",
+        implemented: true,
     },
     Impl {
-        name: "progressive",
-        assumes: "a large inventory: the direct tier plus tool_search is offered and the rest is discovered on demand",
+        name: "observation_aging",
+        assumes: "Old tool observations lose value as a turn goes on, so they are shortened by age every round whatever the context pressure.",
+        implemented: false,
+    },
+    Impl {
+        name: "spill",
+        assumes: "One oversized tool output is better read on demand, so output past the inline limit is written to a file and the model sees a preview and the file's path.",
+        implemented: true,
     },
 ];
 
-const MEMORY: &[Impl] = &[Impl {
-    name: "stateless",
-    assumes: "nothing is carried between sessions beyond the durable record the host resumes",
-}];
+/// `retry`: only the simple backoff policy of `llm::retry` exists.
+const RETRY: &[Impl] = &[
+    Impl {
+        name: "none",
+        assumes: "Provider request errors are final, so a failed request ends the turn without another attempt.",
+        implemented: false,
+    },
+    Impl {
+        name: "simple",
+        assumes: "Provider failures are mostly transient, so a retryable error (network, timeout, 408, 409, 429 or 5xx) is retried with capped exponential backoff and jitter, up to max_attempts attempts in all.",
+        implemented: true,
+    },
+    Impl {
+        name: "informed_backtrack",
+        assumes: "A failed request says something about what went wrong, so the loop steps back to the last good state and tries again with the failure's cause in view instead of repeating the same request.",
+        implemented: false,
+    },
+];
 
-const ORCHESTRATION: &[Impl] = &[Impl {
-    name: "single",
-    assumes: "one agent loop per turn; no sub-agents",
-}];
+/// `validator`: no validator exists, so `null` is what the binary does.
+const VALIDATOR: &[Impl] = &[
+    Impl {
+        name: "null",
+        assumes: "The model's final answer is accepted as given, with no separate check before the turn ends.",
+        implemented: true,
+    },
+    Impl {
+        name: "self_critique",
+        assumes: "The model catches its own mistakes when asked, so a critique pass reviews the answer before the turn ends and can send it back for another round.",
+        implemented: false,
+    },
+];
+
+/// `tools`: all three are [`ToolsStrategy`] values (`toolsStrategy` on a chat request).
+const TOOLS: &[Impl] = &[
+    Impl {
+        name: "full",
+        assumes: "The model can handle every direct-tier tool in one list, and it finds deferred tools with tool_search.",
+        implemented: true,
+    },
+    Impl {
+        name: "minimal",
+        assumes: "A small model or a tight context does best with only bash, read_file, write_file and edit_file on offer.",
+        implemented: true,
+    },
+    Impl {
+        name: "progressive",
+        assumes: "A large tool inventory is best discovered on demand, so only the direct tier plus tool_search is offered up front.",
+        implemented: true,
+    },
+];
+
+const MEMORY: &[Impl] = &[
+    Impl {
+        name: "stateless",
+        assumes: "Nothing carries over between sessions except the durable record the host resumes.",
+        implemented: true,
+    },
+    Impl {
+        name: "filesystem",
+        assumes: "Notes the agent writes to files in the workspace are worth reading back in later sessions.",
+        implemented: false,
+    },
+];
+
+/// `orchestration`: delegation is not implemented (`agent::params` refuses a `subagent`
+/// configuration).
+const ORCHESTRATION: &[Impl] = &[
+    Impl {
+        name: "single",
+        assumes: "One agent loop handles the whole turn without spawning sub-agents.",
+        implemented: true,
+    },
+    Impl {
+        name: "subagent",
+        assumes: "Parts of a task can be delegated to child agent loops that work in their own context and report back.",
+        implemented: false,
+    },
+];
+
+/// Every dimension, in reference order, with its implementations.
+const DIMENSIONS: &[(&str, &[Impl])] = &[
+    ("context", CONTEXT),
+    ("retry", RETRY),
+    ("validator", VALIDATOR),
+    ("tools", TOOLS),
+    ("memory", MEMORY),
+    ("orchestration", ORCHESTRATION),
+];
 
 fn available(list: &[Impl]) -> Value {
     Value::Array(
         list.iter()
-            .map(|i| json!({"impl": i.name, "assumes": i.assumes}))
+            .map(|i| json!({"impl": i.name, "assumes": i.assumes, "implemented": i.implemented}))
             .collect(),
     )
 }
 
-fn default_of(list: &[Impl], name: &str) -> Value {
+/// A default entry `{impl, params, assumes}`; `Null` for a name the table lacks (a test
+/// guards that every default exists and is implemented).
+fn default_of(list: &[Impl], name: &str, params: Value) -> Value {
     list.iter().find(|i| i.name == name).map_or(
         Value::Null,
-        |i| json!({"impl": i.name, "params": {}, "assumes": i.assumes}),
+        |i| json!({"impl": i.name, "params": params, "assumes": i.assumes}),
     )
 }
 
-/// The `harness.describe` reply.
+/// The `harness.describe` reply: every implementation reference §3.12 names, flagged by
+/// whether this binary does it, and the reference's bundled default restricted to what is
+/// implemented (its `informed_backtrack` retry is left out).
 pub fn describe() -> Value {
+    let max_attempts = crate::llm::RetryPolicy::default().max_attempts;
+    let mut available_map = serde_json::Map::new();
+    for (dim, list) in DIMENSIONS {
+        available_map.insert((*dim).to_string(), available(list));
+    }
     json!({
         "default": {
-            "context": [],
-            "retry": [],
-            "validator": [],
-            "tools": default_of(TOOLS, "full"),
-            "memory": default_of(MEMORY, "stateless"),
-            "orchestration": default_of(ORCHESTRATION, "single"),
+            "context": [
+                default_of(CONTEXT, "pressure_compaction", json!({})),
+                default_of(CONTEXT, "spill", json!({})),
+            ],
+            "retry": [default_of(RETRY, "simple", json!({"max_attempts": max_attempts}))],
+            "validator": [default_of(VALIDATOR, "null", json!({}))],
+            "tools": default_of(TOOLS, "full", json!({})),
+            "memory": default_of(MEMORY, "stateless", json!({})),
+            "orchestration": default_of(ORCHESTRATION, "single", json!({})),
         },
-        "available": {
-            "context": [],
-            "retry": [],
-            "validator": [],
-            "tools": available(TOOLS),
-            "memory": available(MEMORY),
-            "orchestration": available(ORCHESTRATION),
-        }
+        "available": available_map,
     })
 }
 
@@ -182,16 +282,51 @@ mod tests {
     }
 
     #[test]
-    fn describe_lists_only_what_exists() {
+    fn tools_flags_follow_the_strategies() {
+        for t in TOOLS {
+            assert_eq!(
+                ToolsStrategy::parse(t.name).is_some(),
+                t.implemented,
+                "{}",
+                t.name
+            );
+        }
+    }
+
+    #[test]
+    fn default_is_the_bundled_default_restricted_to_what_is_implemented() {
         let d = describe();
-        assert_eq!(d["default"]["tools"]["impl"], "full");
-        let tools: Vec<&str> = d["available"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["impl"].as_str().unwrap())
-            .collect();
-        assert_eq!(tools, vec!["full", "minimal", "progressive"]);
-        assert_eq!(d["available"]["context"], json!([]));
+        let def = &d["default"];
+        let names = |dim: &str| -> Vec<String> {
+            def[dim]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["impl"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(names("context"), ["pressure_compaction", "spill"]);
+        assert_eq!(names("retry"), ["simple"]);
+        assert_eq!(names("validator"), ["null"]);
+        assert_eq!(def["retry"][0]["params"], json!({"max_attempts": 3}));
+        assert_eq!(def["tools"]["impl"], "full");
+        assert_eq!(def["memory"]["impl"], "stateless");
+        assert_eq!(def["orchestration"]["impl"], "single");
+        // The advertised attempt count is what the loop runs with by default.
+        let key = crate::config::keys::spec("llm_max_attempts").unwrap();
+        assert_eq!((key.default)(), def["retry"][0]["params"]["max_attempts"]);
+        // Every default entry is an implemented row, with params and its assumes sentence.
+        for (dim, list) in DIMENSIONS {
+            let entries = match &def[*dim] {
+                Value::Array(a) => a.clone(),
+                one => vec![one.clone()],
+            };
+            for e in entries {
+                let row = list.iter().find(|i| i.name == e["impl"]).unwrap();
+                assert!(row.implemented, "{dim}.{}", row.name);
+                assert_eq!(e["assumes"], row.assumes);
+                assert!(e["params"].is_object(), "{e}");
+            }
+        }
     }
 }

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod harness;
+pub mod host;
 pub mod lifecycle;
 pub mod llm;
 pub mod logging;

@@ -76,6 +76,10 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
     if let Err(e) = router.register(crate::tools::router::Registration::new(Arc::new(bash))) {
         tracing::error!("cannot register bash: {e}");
     }
+    let todo = crate::tools::router::Registration::new(Arc::new(crate::tools::todo::TodoWrite));
+    if let Err(e) = router.register(todo) {
+        tracing::error!("cannot register todo_write: {e}");
+    }
     // Plugins load before ready: a broken one must stop boot, not vanish silently.
     let plugins = PluginRegistry::new(router, settings.plugin_max_output_bytes);
     if let Err(e) = plugins.load_configured(config.home()) {
@@ -140,7 +144,11 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
                 match item {
                     Inbound::Line(line) => dispatch_line(&dispatcher, &line).await,
                     Inbound::TooLong(len) => refuse_too_long(&dispatcher, len, max_frame),
-                    Inbound::Eof => dispatcher.lifecycle.request_stop(Cause::Eof),
+                    Inbound::Eof => {
+                        // Nobody is left to answer a reverse request.
+                        dispatcher.reverse.close_all();
+                        dispatcher.lifecycle.request_stop(Cause::Eof);
+                    }
                 }
             }
         }

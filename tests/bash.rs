@@ -278,6 +278,54 @@ fn ansi_is_cleaned_unless_raw_output() {
 }
 
 #[test]
+fn raw_output_argument_keeps_ansi_and_wins_over_the_config() {
+    let ws = tempfile::tempdir().unwrap();
+    let cmd = r"printf '\033[32mgreen\033[0m\r\n'";
+    let mut s = Sidecar::start();
+    // Default: cleaned.
+    let tr = run(&mut s, ws.path(), cmd);
+    assert_eq!(tr["success"], true, "{tr}");
+    assert_eq!(tr["data"]["stdout"], "green\n", "{tr}");
+    // raw_output: false is the default spelled out.
+    let tr = bash(
+        &mut s,
+        ws.path(),
+        json!({"command": cmd, "raw_output": false}),
+    );
+    assert_eq!(tr["data"]["stdout"], "green\n", "{tr}");
+    // raw_output: true keeps the escapes and the CRLF.
+    let tr = bash(
+        &mut s,
+        ws.path(),
+        json!({"command": cmd, "raw_output": true}),
+    );
+    assert_eq!(tr["success"], true, "{tr}");
+    assert_eq!(tr["data"]["stdout"], "\x1b[32mgreen\x1b[0m\r\n", "{tr}");
+    // A non-boolean is refused by the schema.
+    let tr = bash(
+        &mut s,
+        ws.path(),
+        json!({"command": cmd, "raw_output": "yes"}),
+    );
+    assert_eq!(tr["success"], false, "{tr}");
+    assert!(tr["error"].as_str().unwrap().contains("raw_output"), "{tr}");
+    drop(s);
+    // The call's value wins over the config default in both directions.
+    let mut s = Sidecar::start_with(Opts {
+        env: vec![("OUTRIGGER_BASH_RAW_OUTPUT".into(), "true".into())],
+        ..Default::default()
+    });
+    let tr = bash(
+        &mut s,
+        ws.path(),
+        json!({"command": cmd, "raw_output": false}),
+    );
+    assert_eq!(tr["data"]["stdout"], "green\n", "{tr}");
+    let tr = run(&mut s, ws.path(), cmd);
+    assert_eq!(tr["data"]["stdout"], "\x1b[32mgreen\x1b[0m\r\n", "{tr}");
+}
+
+#[test]
 fn secrets_are_absent_from_the_environment() {
     let ws = tempfile::tempdir().unwrap();
     let mut s = Sidecar::start_with(Opts {

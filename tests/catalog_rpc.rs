@@ -90,6 +90,8 @@ fn models_list_live_cached_refresh_and_stale() {
     assert_eq!(custom["window"], 32000);
     assert_eq!(custom["pricing"]["promptPerMtok"], 1.0);
     assert_eq!(find(models, "never-heard-of-it")["capabilities"], "unknown");
+    // Unknown to the catalog and no window from the gateway: the loop's fallback window.
+    assert_eq!(find(models, "never-heard-of-it")["window"], 60000, "{r}");
     let reqs = gw.requests();
     assert_eq!(reqs.len(), 1);
     assert!(reqs[0].path.ends_with("/v1/models"), "{}", reqs[0].path);
@@ -108,6 +110,48 @@ fn models_list_live_cached_refresh_and_stale() {
     assert!(stale["error"].as_str().unwrap().contains("500"));
     assert_eq!(stale["models"].as_array().unwrap().len(), 3);
     assert_eq!(gw.requests().len(), 2);
+}
+
+#[test]
+fn models_list_keeps_the_gateway_order_and_gives_unknown_models_the_fallback_window() {
+    // Deliberately not alphabetical, known and unknown models interleaved.
+    let listing = r#"{"object":"list","data":[
+      {"id":"zz-unknown-model-one"},
+      {"id":"gpt-4o"},
+      {"id":"mm-unknown-model-two","context_length":12345},
+      {"id":"deepseek-chat"},
+      {"id":"aa-unknown-model-three"}
+    ]}"#;
+    let gw = FakeServer::start(vec![Reply::status(200, listing)]);
+    let mut s = Sidecar::start();
+    let r = s.ok("models.list", json!({"baseUrl": gw.base_url()}));
+    assert_eq!(r["catalogStatus"], "live", "{r}");
+    let ids: Vec<&str> = r["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "zz-unknown-model-one",
+            "gpt-4o",
+            "mm-unknown-model-two",
+            "deepseek-chat",
+            "aa-unknown-model-three"
+        ]
+    );
+    for id in ["zz-unknown-model-one", "aa-unknown-model-three"] {
+        let m = find(&r["models"], id);
+        assert_eq!(m["capabilities"], "unknown", "{m}");
+        assert_eq!(m["window"], 60000, "{m}");
+    }
+    // A window the gateway advertises wins, known or not.
+    assert_eq!(find(&r["models"], "mm-unknown-model-two")["window"], 12345);
+    // The cached answer keeps the order too.
+    let again = s.ok("models.list", json!({"baseUrl": gw.base_url()}));
+    assert_eq!(again["models"], r["models"]);
 }
 
 #[test]

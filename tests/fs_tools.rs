@@ -781,13 +781,38 @@ fn apply_patch_changes_every_file_and_reports_versions() {
             {"path": "b.txt", "edits": [{"oldText": "beta", "newText": "BETA"}]}
         ]}),
     );
-    assert_eq!(d["filesChanged"], 2);
+    assert_eq!(d["filesChanged"], json!(["a.txt", "b.txt"]));
     assert_eq!(w.text("a.txt"), "ALPHA\n");
     assert_eq!(w.text("b.txt"), "BETA\n");
     assert_eq!(d["versions"]["a.txt"], w.read("a.txt")["version"]);
     assert_eq!(d["versions"]["b.txt"], w.read("b.txt")["version"]);
     assert_eq!(d["diffs"][0]["path"], "a.txt");
     assert!(d["diffs"][1]["diff"].as_str().unwrap().contains("+BETA"));
+}
+
+#[test]
+fn apply_patch_lists_changed_paths_in_patch_order() {
+    let mut w = Ws::start();
+    w.put("z.txt", "zulu\n");
+    w.put("a.txt", "alpha\n");
+    w.put("m.txt", "mike\n");
+    for f in ["z.txt", "a.txt", "m.txt"] {
+        w.read(f);
+    }
+    // z then a (an edit that changes nothing) then m: a is not listed, z stays before m.
+    let d = w.ok(
+        "apply_patch",
+        json!({"patches": [
+            {"path": "z.txt", "edits": [{"oldText": "zulu", "newText": "ZULU"}]},
+            {"path": "a.txt", "edits": [{"oldText": "alpha", "newText": "alpha"}]},
+            {"path": "m.txt", "edits": [{"oldText": "mike", "newText": "MIKE"}]}
+        ]}),
+    );
+    assert_eq!(d["filesChanged"], json!(["z.txt", "m.txt"]), "{d}");
+    assert_eq!(w.text("z.txt"), "ZULU\n");
+    assert_eq!(w.text("a.txt"), "alpha\n");
+    assert_eq!(w.text("m.txt"), "MIKE\n");
+    assert_eq!(d["diffs"].as_array().unwrap().len(), 3, "{d}");
 }
 
 #[test]

@@ -579,53 +579,99 @@ fn harness_describe_shape() {
     let available = &h["available"];
     assert!(default.is_object() && available.is_object(), "{h}");
 
-    assert_eq!(default["tools"]["impl"], "full", "{h}");
-    let impls = |dim: &str| -> BTreeSet<String> {
+    // Every implementation of every dimension (reference §3.12), in order, with whether
+    // this binary really does it.
+    let rows = |dim: &str| -> Vec<(String, bool)> {
         available[dim]
             .as_array()
             .unwrap_or_else(|| panic!("available.{dim} is a list: {h}"))
             .iter()
             .map(|i| {
-                assert!(
-                    i.get("assumes").is_some(),
-                    "available rows are {{impl, assumes}}: {i}"
-                );
-                i["impl"].as_str().unwrap().to_owned()
+                let assumes = i["assumes"].as_str().unwrap_or_else(|| {
+                    panic!("available rows are {{impl, assumes, implemented}}: {i}")
+                });
+                assert!(!assumes.is_empty(), "{i}");
+                assert_eq!(i.as_object().unwrap().len(), 3, "{i}");
+                (
+                    i["impl"].as_str().unwrap().to_owned(),
+                    i["implemented"]
+                        .as_bool()
+                        .unwrap_or_else(|| panic!("implemented is a boolean: {i}")),
+                )
             })
             .collect()
     };
+    let want: &[(&str, &[(&str, bool)])] = &[
+        (
+            "context",
+            &[
+                ("null", false),
+                ("pressure_compaction", true),
+                ("observation_aging", false),
+                ("spill", true),
+            ],
+        ),
+        (
+            "retry",
+            &[
+                ("none", false),
+                ("simple", true),
+                ("informed_backtrack", false),
+            ],
+        ),
+        ("validator", &[("null", true), ("self_critique", false)]),
+        (
+            "tools",
+            &[("full", true), ("minimal", true), ("progressive", true)],
+        ),
+        ("memory", &[("stateless", true), ("filesystem", false)]),
+        ("orchestration", &[("single", true), ("subagent", false)]),
+    ];
+    for (dim, list) in want {
+        let expected: Vec<(String, bool)> =
+            list.iter().map(|(n, b)| ((*n).to_owned(), *b)).collect();
+        assert_eq!(rows(dim), expected, "available.{dim}: {h}");
+    }
+    assert_eq!(available.as_object().unwrap().len(), want.len(), "{h}");
+    let implemented =
+        |dim: &str, name: &str| rows(dim).iter().any(|(n, ok)| n.as_str() == name && *ok);
+
+    // The default: the reference's bundled default restricted to what is implemented.
+    let names = |dim: &str| -> Vec<String> {
+        default[dim]
+            .as_array()
+            .unwrap_or_else(|| panic!("default.{dim} is a list: {h}"))
+            .iter()
+            .map(|i| {
+                for k in ["impl", "params", "assumes"] {
+                    assert!(i.get(k).is_some(), "default.{dim}[].{k}: {h}");
+                }
+                let name = i["impl"].as_str().unwrap().to_owned();
+                assert!(implemented(dim, &name), "default.{dim} {name}: {h}");
+                name
+            })
+            .collect()
+    };
+    assert_eq!(names("context"), ["pressure_compaction", "spill"], "{h}");
+    assert_eq!(names("retry"), ["simple"], "{h}");
     assert_eq!(
-        impls("tools"),
-        BTreeSet::from([
-            "full".to_owned(),
-            "minimal".to_owned(),
-            "progressive".to_owned()
-        ]),
+        default["retry"][0]["params"],
+        json!({"max_attempts": 3}),
         "{h}"
     );
-
-    for dim in ["tools", "memory", "orchestration"] {
+    assert_eq!(names("validator"), ["null"], "{h}");
+    for (dim, want) in [
+        ("tools", "full"),
+        ("memory", "stateless"),
+        ("orchestration", "single"),
+    ] {
         let d = &default[dim];
         assert!(d.is_object(), "default.{dim} is one implementation: {h}");
         for k in ["impl", "params", "assumes"] {
             assert!(d.get(k).is_some(), "default.{dim}.{k}: {h}");
         }
-        assert!(
-            impls(dim).contains(d["impl"].as_str().unwrap()),
-            "default.{dim} is an available implementation: {h}"
-        );
-    }
-    for dim in ["context", "retry", "validator"] {
-        let d = default[dim]
-            .as_array()
-            .unwrap_or_else(|| panic!("default.{dim} is a list: {h}"));
-        let avail = impls(dim);
-        for i in d {
-            for k in ["impl", "params", "assumes"] {
-                assert!(i.get(k).is_some(), "default.{dim}[].{k}: {h}");
-            }
-            assert!(avail.contains(i["impl"].as_str().unwrap()), "{h}");
-        }
+        assert_eq!(d["impl"], want, "{h}");
+        assert!(implemented(dim, want), "{h}");
     }
 }
 

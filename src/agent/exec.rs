@@ -3,16 +3,23 @@
 //! messages and `toolResult` chunks.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::join_all;
 use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
 
 use super::compaction::{self as cx, pick};
+use super::host_tools::{self, HostTool};
 use super::notices::{PREVIEW_CHARS, preview};
+use super::params::LOCAL_TOOLS;
 use super::run::{TOOL_STOP_GRACE, Turn};
+use crate::host::HostLink;
 use crate::llm::{Message, Role, ToolCall};
 use crate::store::ItemKind;
-use crate::tools::{ToolContext, ToolResult};
+use crate::tools::router::{args_object, elapsed_ms};
+use crate::tools::{ToolContext, ToolMode, ToolResult, ask_user, todo};
 
 impl Turn {
     /// Closes calls that will not run with a failed tool message each (no dangling calls).
@@ -37,6 +44,15 @@ impl Turn {
 
     /// Appends the tool message and emits `toolResult`. Returns whether it succeeded.
     fn push_result(&mut self, c: &ToolCall, mut r: ToolResult, round: Option<u64>) -> bool {
+        if c.name == todo::NAME
+            && r.success
+            && let Some(list) = r.data.as_ref().and_then(todo::from_result_data)
+        {
+            self.todos = list;
+            let mut n = Map::new();
+            n.insert("todos".into(), json!(self.todos));
+            self.notice("todos", n);
+        }
         let sandbox = r.data.as_mut().and_then(|d| d.remove("_sandbox"));
         let duration = r.data.as_ref().and_then(|d| d.get("durationMs")).cloned();
         let mut body = Map::new();
@@ -113,36 +129,56 @@ impl Turn {
         r.success
     }
 
+    /// Where a call runs: the sidecar's router, the host (`tool.invoke`), or `ask_user`.
+    fn route(&self, name: &str) -> Route {
+        if name == ask_user::NAME && self.p.ask_user {
+            return Route::AskUser;
+        }
+        match &self.p.host_tools {
+            Some(h) if !LOCAL_TOOLS.contains(&name) => Route::Host(h.get(name).cloned()),
+            _ => Route::Local,
+        }
+    }
+
+    /// The call's mode, when the tool is known.
+    pub(super) fn mode_of(&self, name: &str) -> Option<ToolMode> {
+        match self.route(name) {
+            Route::Local => self.app.router.get(name).map(|e| e.mode),
+            Route::Host(t) => t.map(|t| t.mode),
+            Route::AskUser => None,
+        }
+    }
+
+    fn concurrency_safe(&self, name: &str) -> bool {
+        match self.route(name) {
+            Route::Local => self.app.router.get(name).is_none_or(|e| e.concurrency_safe),
+            Route::Host(t) => t.is_none_or(|t| t.mode == ToolMode::Read),
+            Route::AskUser => false,
+        }
+    }
+
     /// Runs the calls in batches: consecutive concurrency-safe calls together, others alone.
-    /// Returns true when the turn was cancelled (every call still gets a tool message).
-    pub(super) async fn execute(&mut self, calls: &[ToolCall], round: u64) -> bool {
+    /// Every call gets a tool message, whatever happens.
+    pub(super) async fn execute(&mut self, calls: &[ToolCall], round: u64) -> ExecEnd {
         let phase = self.handle.begin_tool_phase();
         let mut batches: Vec<Vec<ToolCall>> = Vec::new();
         for c in calls {
-            let safe = self
-                .app
-                .router
-                .get(&c.name)
-                .is_none_or(|e| e.concurrency_safe);
+            let safe = self.concurrency_safe(&c.name);
             match batches.last_mut() {
-                Some(b)
-                    if safe
-                        && b.iter().all(|x| {
-                            self.app
-                                .router
-                                .get(&x.name)
-                                .is_none_or(|e| e.concurrency_safe)
-                        }) =>
-                {
+                Some(b) if safe && b.iter().all(|x| self.concurrency_safe(&x.name)) => {
                     b.push(c.clone())
                 }
                 _ => batches.push(vec![c.clone()]),
             }
         }
-        let mut cancelled = false;
+        let mut end = ExecEnd::Done;
         for batch in batches {
+            if end == ExecEnd::Aborted {
+                self.skip_all(&batch, "not executed: the host aborted the turn");
+                continue;
+            }
             if self.handle.cancel.is_cancelled() {
-                cancelled = true;
+                end = ExecEnd::Cancelled;
                 self.skip_all(&batch, "not executed: the turn was cancelled");
                 continue;
             }
@@ -150,8 +186,32 @@ impl Turn {
                 self.skip_all(&batch, "not executed: skipped by a steer message");
                 continue;
             }
-            let mut spans = Vec::new();
+            // Approvals first, one at a time: a person answers them in order.
+            let mut plans = Vec::with_capacity(batch.len());
             for c in &batch {
+                if end == ExecEnd::Aborted {
+                    plans.push(Plan::Skip("not executed: the host aborted the turn"));
+                    continue;
+                }
+                match self.approve(c, round).await {
+                    Approval::Run(args) => {
+                        let mut c = c.clone();
+                        if let Some(a) = args {
+                            c.arguments = Value::Object(a);
+                        }
+                        plans.push(Plan::Run(c));
+                    }
+                    Approval::Denied(r) => plans.push(Plan::Done(r)),
+                    Approval::Abort => {
+                        end = ExecEnd::Aborted;
+                        plans.push(Plan::Skip("not executed: the host aborted the turn"));
+                    }
+                }
+            }
+            let mut spans = Vec::new();
+            let mut futs = Vec::new();
+            for p in &plans {
+                let Plan::Run(c) = p else { continue };
                 self.trace.event(
                     "tool_call_start",
                     &c.name,
@@ -161,17 +221,30 @@ impl Turn {
                 a.insert("callId".into(), json!(c.id));
                 a.insert("round".into(), json!(round));
                 spans.push(self.trace.start_span(&c.name, "tool", a));
+                futs.push(self.run_one(c, &phase, round));
             }
-            self.tool_calls_run += batch.len() as u64;
-            let futs = batch.iter().map(|c| self.run_one(c, &phase));
-            let results = join_all(futs).await;
-            for ((c, r), span) in batch.iter().zip(results).zip(spans) {
-                let mut a = Map::new();
-                if let Some(e) = &r.error {
-                    a.insert("error".into(), json!(e));
-                }
-                self.trace
-                    .end_span(span, if r.success { "ok" } else { "error" }, a);
+            self.tool_calls_run += futs.len() as u64;
+            let mut results = join_all(futs).await.into_iter().zip(spans);
+            for (c, p) in batch.iter().zip(plans) {
+                let r = match p {
+                    Plan::Run(_) => {
+                        let Some((r, span)) = results.next() else {
+                            continue;
+                        };
+                        let mut a = Map::new();
+                        if let Some(e) = &r.error {
+                            a.insert("error".into(), json!(e));
+                        }
+                        self.trace
+                            .end_span(span, if r.success { "ok" } else { "error" }, a);
+                        r
+                    }
+                    Plan::Done(r) => r,
+                    Plan::Skip(why) => {
+                        self.skip_all(std::slice::from_ref(c), why);
+                        continue;
+                    }
+                };
                 if self.push_result(c, r, Some(round)) {
                     self.tool_errors = 0;
                 } else {
@@ -181,11 +254,23 @@ impl Turn {
             if let Err(e) = self.flush().await {
                 tracing::warn!("{e}");
             }
-            if self.handle.cancel.is_cancelled() {
-                cancelled = true;
+            if end != ExecEnd::Aborted && self.handle.cancel.is_cancelled() {
+                end = ExecEnd::Cancelled;
             }
         }
-        cancelled
+        end
+    }
+
+    /// What `toolContext` plus the turn's identity look like to the host.
+    pub(super) fn host_context(&self, round: u64) -> Map<String, Value> {
+        let mut ctx = self.p.tool_context.clone();
+        if let Some(chat) = &self.p.chat_id {
+            ctx.insert("chatId".into(), json!(chat));
+        }
+        ctx.insert("streamId".into(), json!(self.emit.stream_id));
+        ctx.insert("recordId".into(), json!(self.record_id));
+        ctx.insert("round".into(), json!(round));
+        ctx
     }
 
     /// One call under `toolTimeoutMs`, stopped by cancel or an interrupting steer.
@@ -193,14 +278,25 @@ impl Turn {
         &self,
         c: &ToolCall,
         phase: &tokio_util::sync::CancellationToken,
+        round: u64,
     ) -> impl std::future::Future<Output = ToolResult> + use<> {
         let router = self.app.router.clone();
+        let host = self.host.clone();
         let name = c.name.clone();
+        let id = c.id.clone();
         let args = c.arguments.clone();
         let bad_args = c.arguments_error.clone();
         let timeout = self.p.cfg.tool_timeout;
         let phase = phase.clone();
         let turn_cancel = self.handle.cancel.clone();
+        let route = self.route(&c.name);
+        let host_context = self.host_context(round);
+        let host_names: Vec<String> = self
+            .p
+            .host_tools
+            .iter()
+            .flat_map(|h| h.tools.iter().map(|t| t.name.clone()))
+            .collect();
         let ctx = ToolContext {
             workspace_root: self.p.cwd.clone(),
             cancel: phase.child_token(),
@@ -208,7 +304,12 @@ impl Turn {
             session_id: Some(self.session_key()),
             lifecycle: Some(self.app.lifecycle.clone()),
             exec_sandbox: self.p.exec_sandbox.clone(),
+            host: Some(host.clone()),
+            host_context: host_context.clone(),
         };
+        let chat = self.p.chat_id.clone();
+        let stream = self.emit.stream_id.clone();
+        let name_for_errors = c.name.clone();
         async move {
             if let Some(e) = bad_args {
                 return ToolResult::recoverable(format!(
@@ -216,37 +317,205 @@ impl Turn {
                 ));
             }
             let stop = ctx.cancel.clone();
-            let fut = router.dispatch(&name, args, ctx);
-            tokio::pin!(fut);
-            tokio::select! {
-                // Cancel first: a tool that stops on the same signal must still read as
-                // cancelled/interrupted, not as its own failure.
-                biased;
-                _ = tokio::time::sleep(timeout) => {
-                    stop.cancel();
-                    let _ = tokio::time::timeout(TOOL_STOP_GRACE, &mut fut).await;
-                    let ms = timeout.as_millis() as u64;
-                    ToolResult {
-                        success: false,
-                        error: Some("tool_timeout".into()),
-                        ..Default::default()
-                    }
-                    .with_data("timeout", true)
-                    .with_data("timeoutMs", ms)
-                    .with_data("message", format!("tool '{name}' produced no result within toolTimeoutMs={ms}; it was stopped"))
+            let started = std::time::Instant::now();
+            // Host-bound calls bound themselves by `timeout` (naming the host in the
+            // error); the backstop below only catches a local tool that ignores it.
+            let (fut, backstop): (crate::tools::ToolFuture, _) = match route {
+                Route::Local => (
+                    Box::pin(async move { router.dispatch(&name, args, ctx).await }),
+                    timeout,
+                ),
+                Route::Host(tool) => {
+                    let stop = stop.clone();
+                    let name = name.clone();
+                    (
+                        Box::pin(async move {
+                            let r = invoke_host(
+                                host,
+                                tool,
+                                &host_names,
+                                id,
+                                name,
+                                args,
+                                host_context,
+                                timeout,
+                                stop,
+                            )
+                            .await;
+                            r.with_data("durationMs", elapsed_ms(started))
+                        }),
+                        timeout + TOOL_STOP_GRACE,
+                    )
                 }
-                _ = phase.cancelled() => {
-                    let finished = tokio::time::timeout(TOOL_STOP_GRACE, &mut fut).await;
-                    let why = if turn_cancel.is_cancelled() { "cancelled" } else { "interrupted by a steer message" };
-                    let mut r = finished.unwrap_or_default();
-                    r.success = false;
-                    if let Some(own) = r.error.replace(why.into()) {
-                        r = r.with_data("toolError", own);
-                    }
-                    r
+                Route::AskUser => {
+                    let stop = stop.clone();
+                    (
+                        Box::pin(async move {
+                            let r = ask(host, args, chat, stream, timeout, stop).await;
+                            r.with_data("durationMs", elapsed_ms(started))
+                        }),
+                        timeout + TOOL_STOP_GRACE,
+                    )
                 }
-                r = &mut fut => r,
-            }
+            };
+            guarded(fut, &name_for_errors, backstop, stop, &phase, &turn_cancel).await
         }
     }
+}
+
+/// Runs a call's future under its backstop, stopped by cancel or an interrupting steer.
+async fn guarded(
+    fut: crate::tools::ToolFuture,
+    name: &str,
+    backstop: Duration,
+    stop: CancellationToken,
+    phase: &CancellationToken,
+    turn_cancel: &CancellationToken,
+) -> ToolResult {
+    tokio::pin!(fut);
+    tokio::select! {
+        // Cancel first: a tool that stops on the same signal must still read as
+        // cancelled/interrupted, not as its own failure.
+        biased;
+        _ = tokio::time::sleep(backstop) => {
+            stop.cancel();
+            let _ = tokio::time::timeout(TOOL_STOP_GRACE, &mut fut).await;
+            let ms = backstop.as_millis() as u64;
+            ToolResult {
+                success: false,
+                error: Some("tool_timeout".into()),
+                ..Default::default()
+            }
+            .with_data("timeout", true)
+            .with_data("timeoutMs", ms)
+            .with_data("message", format!("tool '{name}' produced no result within toolTimeoutMs={ms}; it was stopped"))
+        }
+        _ = phase.cancelled() => {
+            let finished = tokio::time::timeout(TOOL_STOP_GRACE, &mut fut).await;
+            let why = if turn_cancel.is_cancelled() { "cancelled" } else { "interrupted by a steer message" };
+            let mut r = finished.unwrap_or_default();
+            r.success = false;
+            if let Some(own) = r.error.replace(why.into()) {
+                r = r.with_data("toolError", own);
+            }
+            r
+        }
+        r = &mut fut => r,
+    }
+}
+
+/// Sends one call to the host (`tool.invoke`) and reads its answer.
+#[allow(clippy::too_many_arguments)]
+async fn invoke_host(
+    host: Arc<dyn HostLink>,
+    tool: Option<Arc<HostTool>>,
+    known: &[String],
+    id: String,
+    name: String,
+    args: Value,
+    context: Map<String, Value>,
+    timeout: Duration,
+    stop: CancellationToken,
+) -> ToolResult {
+    let Some(tool) = tool else {
+        let mut listed: Vec<&str> = known.iter().map(String::as_str).collect();
+        listed.extend(LOCAL_TOOLS);
+        return ToolResult::recoverable(format!(
+            "Unknown tool: {name}. Available tools: {}",
+            listed.join(", ")
+        ))
+        .with_data("unknownTool", name);
+    };
+    let args = match args_object(&name, args) {
+        Ok(a) => a,
+        Err(e) => return ToolResult::recoverable(e),
+    };
+    if let Err(e) = tool.validate(&args) {
+        return ToolResult::recoverable(format!("Invalid arguments for tool '{name}': {e}"));
+    }
+    let params = json!({"id": id, "name": name, "arguments": args, "context": context});
+    let answer = host.call("tool.invoke", params, timeout, &stop).await;
+    host_tools::read_result(&name, answer)
+}
+
+/// `ask_user`: normalise, ask the host, record the answers (an empty mapping when the host
+/// cannot or will not answer, so the turn never hangs on it).
+async fn ask(
+    host: Arc<dyn HostLink>,
+    args: Value,
+    chat: Option<String>,
+    stream: String,
+    timeout: Duration,
+    stop: CancellationToken,
+) -> ToolResult {
+    let payload = match ask_user::normalize(&args) {
+        Ok(p) => p,
+        Err(e) => return ToolResult::recoverable(format!("ask_user: {e}")),
+    };
+    let mut params = Map::new();
+    params.insert("intro".into(), json!(payload.intro));
+    params.insert("questions".into(), json!(payload.questions));
+    if let Some(o) = &payload.outro {
+        params.insert("outro".into(), json!(o));
+    }
+    if let Some(c) = chat {
+        params.insert("chatId".into(), json!(c));
+    }
+    params.insert("streamId".into(), json!(stream));
+    let answer = host
+        .call("ask_user.request", Value::Object(params), timeout, &stop)
+        .await;
+    let (answers, unanswered) = match answer {
+        Ok(v) if v.get("answers").is_some_and(Value::is_object) => {
+            (ask_user::answers_from(&v, &payload), None)
+        }
+        Ok(_) => (
+            Map::new(),
+            Some("the host's answer had no answers object".to_string()),
+        ),
+        Err(e) => (Map::new(), Some(e.to_string())),
+    };
+    let mut data = Map::new();
+    data.insert("intro".into(), json!(payload.intro));
+    data.insert("outro".into(), json!(payload.outro));
+    data.insert("questions".into(), json!(payload.questions));
+    data.insert("answers".into(), Value::Object(answers));
+    let mut r = ToolResult::ok(data);
+    if let Some(why) = unanswered {
+        r.message = Some(format!(
+            "The user did not answer ({why}); continue with your best judgement and say what you assumed."
+        ));
+    }
+    r
+}
+
+/// Where a call runs.
+#[derive(Clone)]
+enum Route {
+    Local,
+    Host(Option<Arc<HostTool>>),
+    AskUser,
+}
+
+/// What happens to one call of a batch once approvals are in.
+enum Plan {
+    Run(ToolCall),
+    Done(ToolResult),
+    Skip(&'static str),
+}
+
+/// The approval layer's verdict on one call.
+pub(super) enum Approval {
+    /// Run it, with the host's amended arguments if any.
+    Run(Option<Map<String, Value>>),
+    Denied(ToolResult),
+    Abort,
+}
+
+/// How a tool phase ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ExecEnd {
+    Done,
+    Cancelled,
+    Aborted,
 }

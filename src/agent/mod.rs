@@ -3,10 +3,13 @@
 //! record, `stream` holds the live turns that cancel/steer/compact reach, `trace` keeps the
 //! per-stream traces, `notices` is what the host sees.
 
+pub mod approval;
 pub mod compaction;
 mod context;
+pub mod display;
 mod exec;
 pub mod headless;
+pub mod host_tools;
 pub mod notices;
 pub mod params;
 pub mod persist;
@@ -20,6 +23,8 @@ pub mod trace;
 pub struct AgentState {
     pub streams: stream::Streams,
     pub traces: trace::Traces,
+    /// `*_for_session` approval decisions.
+    pub approvals: approval::SessionRules,
 }
 
 pub mod ids {

@@ -9,6 +9,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::approval;
+use super::host_tools::{self, HostTools};
 use crate::harness::ToolsStrategy;
 use crate::llm::{
     self, LlmSettings, Message, Provider, ProviderParams, Role, SamplingDefaults, catalog,
@@ -72,6 +74,12 @@ struct Raw {
     tools_strategy: Option<String>,
     exec_sandbox: Option<ExecSandboxRequest>,
     session_id: Option<String>,
+    // host interaction
+    tools: Option<Value>,
+    tools_via_host: Option<bool>,
+    tool_context: Option<Value>,
+    approval: Option<Value>,
+    ask_user: Option<bool>,
     // agent.chat.fork sources
     until_seq: Option<i64>,
     trace_id: Option<String>,
@@ -126,6 +134,67 @@ pub struct ChatParams {
     pub exec_sandbox: Option<ExecSandboxRequest>,
     pub session_id: Option<String>,
     pub fork_until_seq: Option<i64>,
+    /// `toolsViaHost: true`: the host's tools, run over reverse `tool.invoke`.
+    pub host_tools: Option<HostTools>,
+    /// `toolContext`, merged into the context of every reverse `tool.invoke`.
+    pub tool_context: Map<String, Value>,
+    /// `approval`, as asked; `chat` resolves it against the config (`approval_mode`).
+    pub approval: ApprovalRequest,
+    /// `askUser: true`: `ask_user` is offered and answered over `ask_user.request`.
+    pub ask_user: bool,
+}
+
+/// A turn's `approval` param before the config has its say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ApprovalRequest {
+    pub mode: Option<approval::Mode>,
+    pub timeout: Option<Duration>,
+}
+
+/// Names the sidecar always runs itself, never the host.
+pub const LOCAL_TOOLS: &[&str] = &[crate::tools::ask_user::NAME, crate::tools::todo::NAME];
+
+fn parse_approval(v: Option<&Value>) -> Result<ApprovalRequest, String> {
+    let o = match v {
+        None | Some(Value::Null) => return Ok(ApprovalRequest::default()),
+        Some(Value::Object(o)) => o,
+        Some(_) => {
+            return Err(
+                "approval must be an object {mode: \"auto\" | \"host\", timeoutMs?}".into(),
+            );
+        }
+    };
+    let mut out = ApprovalRequest::default();
+    for (k, v) in o {
+        match k.as_str() {
+            "mode" => {
+                let m = v.as_str().unwrap_or_default();
+                out.mode =
+                    Some(approval::Mode::parse(m).ok_or_else(|| {
+                        format!("approval.mode must be 'auto' or 'host', got {v}")
+                    })?);
+            }
+            "timeoutMs" if v.is_null() => {}
+            "timeoutMs" => {
+                let n = v.as_i64().ok_or_else(|| {
+                    format!("approval.timeoutMs must be an integer number of milliseconds, got {v}")
+                })?;
+                out.timeout = timeout_ms("approval.timeoutMs", Some(n))?;
+            }
+            "storePath" | "policyPath" => {
+                return Err(format!(
+                    "approval.{k} is not supported: always-rules live in the durable store \
+                     (see approval.list / approval.clear); remove it"
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "approval.{other} is not a known field (expected mode, timeoutMs)"
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Which method the params came with: fork has its own source rules.
@@ -138,13 +207,9 @@ pub enum Method {
 /// Reference params naming features this build does not implement: refused rather than
 /// silently ignored, so a host never believes they took effect.
 const UNSUPPORTED: &[(&str, &str)] = &[
-    ("toolsViaHost", "host-executed tools (reverse tool.invoke)"),
-    ("tools", "host tool descriptors"),
     ("mcp", "per-turn MCP servers"),
     ("orchestration", "multi-agent orchestration"),
-    ("approval", "the approval layer"),
     ("skills", "skills injection"),
-    ("askUser", "ask_user"),
     ("worldState", "world-state injection"),
     ("antiHallucination", "the anti-hallucination gate"),
 ];
@@ -373,6 +438,29 @@ pub fn parse(v: &Value, settings: LlmSettings, method: Method) -> Result<ChatPar
         None => std::env::current_dir()
             .map_err(|e| format!("cannot read the process's working directory ({e}); pass cwd"))?,
     };
+    let via_host = raw.tools_via_host.unwrap_or(false);
+    let host_tools = match (&raw.tools, via_host) {
+        (Some(t), false) if t.as_array().is_none_or(|a| !a.is_empty()) => {
+            return Err(
+                "tools is given without toolsViaHost: true; set toolsViaHost: true so the host runs \
+                 them (the sidecar's own tools need no descriptors), or remove tools"
+                    .into(),
+            );
+        }
+        (Some(t), true) => Some(host_tools::parse(t, LOCAL_TOOLS)?),
+        (None, true) => Some(HostTools::default()),
+        (_, false) => None,
+    };
+    let tool_context = match raw.tool_context {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            return Err(
+                "toolContext must be an object (merged into each tool.invoke context)".into(),
+            );
+        }
+    };
+    let approval = parse_approval(raw.approval.as_ref())?;
     let stream_id = match raw.stream_id {
         Some(s) if s.trim().is_empty() => return Err("streamId must not be empty".into()),
         Some(s) => s,
@@ -410,6 +498,10 @@ pub fn parse(v: &Value, settings: LlmSettings, method: Method) -> Result<ChatPar
         exec_sandbox: raw.exec_sandbox,
         session_id: raw.session_id,
         fork_until_seq: raw.until_seq,
+        host_tools,
+        tool_context,
+        approval,
+        ask_user: raw.ask_user.unwrap_or(false),
     })
 }
 

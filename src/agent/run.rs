@@ -7,15 +7,22 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
+use super::approval;
 use super::compaction as cx;
+use super::display::DisplayFilter;
+use super::exec::ExecEnd;
 use super::notices::Emitter;
 use super::params::{ChatParams, ContentMode};
 use super::persist;
+use super::seed;
 use super::stream::StreamHandle;
 use super::trace::Trace;
 use crate::app::App;
+use crate::host::HostLink;
 use crate::llm::{LlmError, LlmEvent, LlmRequest, Message, Role, ToolCall, Usage};
 use crate::store::{BoundaryAction, ItemKind};
+use crate::tools::ask_user;
+use crate::tools::todo::{self, Todo};
 
 /// A cancelled or interrupted tool gets this long to stop (and kill its process group)
 /// before its future is dropped; well inside the 5 s cancel promise.
@@ -82,7 +89,20 @@ pub struct Turn {
     pub(super) compact_armed: bool,
     pub(super) wrap_up: bool,
     pub(super) started: Instant,
+    /// Requests to the host (reverse calls), behind the seam the loop owns.
+    pub(super) host: Arc<dyn HostLink>,
+    pub(super) approval: approval::Policy,
+    /// The model's checklist (`todo_write`), rebuilt from the record on resume.
+    pub(super) todos: Vec<Todo>,
+    pub(super) todo_reminders: u32,
+    /// Strips pseudo tool-call markup from display deltas (raw chunks keep it).
+    pub(super) display: DisplayFilter,
 }
+
+/// Reminders the completion gate sends per turn before a final answer stands.
+pub const MAX_TODO_REMINDERS: u32 = 2;
+/// How long `read_state.seed` may take on a host-tools resume (best effort).
+pub const READ_STATE_SEED_TIMEOUT: Duration = Duration::from_secs(10);
 
 enum Streamed {
     Done {
@@ -111,7 +131,30 @@ impl Turn {
         totals: Totals,
     ) -> Turn {
         let kinds = items.iter().map(persist::kind_for).collect();
+        let todos = last_todos(&items);
+        let settings = app.settings();
+        let approval = approval::Policy {
+            mode: if settings.approval_pinned {
+                approval::Mode::Host
+            } else {
+                p.approval.mode.unwrap_or(if settings.approval_host {
+                    approval::Mode::Host
+                } else {
+                    approval::Mode::Auto
+                })
+            },
+            timeout: p
+                .approval
+                .timeout
+                .unwrap_or(Duration::from_millis(settings.approval_timeout_ms)),
+        };
+        let host: Arc<dyn HostLink> = app.reverse.clone();
         Turn {
+            host,
+            approval,
+            todos,
+            todo_reminders: 0,
+            display: DisplayFilter::new(),
             app,
             p,
             handle,
@@ -182,6 +225,9 @@ impl Turn {
 
     pub async fn run(mut self) -> Completion {
         let mut recoveries = 0u32;
+        if self.p.resume && self.p.host_tools.is_some() {
+            self.seed_host_read_state().await;
+        }
         loop {
             if self.handle.cancel.is_cancelled() {
                 return self.cancelled(String::new()).await;
@@ -314,7 +360,7 @@ impl Turn {
                     return self.failed("no tool calls and no final response");
                 }
                 if self.p.cfg.content_mode == ContentMode::Final {
-                    self.emit.delta(&text);
+                    self.emit.delta(&super::display::strip(&text));
                 }
                 self.push(assistant, ItemKind::Assistant);
                 if let Err(e) = self.flush().await {
@@ -322,6 +368,9 @@ impl Turn {
                 }
                 // A steer that arrived during the answer gets its own round.
                 if self.handle.has_steer() && !self.handle.cancel.is_cancelled() {
+                    continue;
+                }
+                if self.todo_gate().await {
                     continue;
                 }
                 return done(
@@ -361,12 +410,14 @@ impl Turn {
                 self.notice("budget_exhausted", n);
                 return done(Status::BudgetExhausted, "tool call budget exceeded");
             }
-            let cancelled = self.execute(&calls, round).await;
+            let end = self.execute(&calls, round).await;
             if let Err(e) = self.flush().await {
                 return self.failed(e);
             }
-            if cancelled {
-                return done(Status::Cancelled, "cancelled by host request");
+            match end {
+                ExecEnd::Cancelled => return done(Status::Cancelled, "cancelled by host request"),
+                ExecEnd::Aborted => return done(Status::Cancelled, "aborted_by_host"),
+                ExecEnd::Done => {}
             }
             if self.tool_errors >= self.p.cfg.max_tool_errors {
                 return self.failed(format!(
@@ -400,18 +451,110 @@ impl Turn {
         );
     }
 
-    /// The tool descriptors offered this round.
+    /// The tool descriptors offered this round: the router's (by strategy), or under
+    /// `toolsViaHost` the host's plus the interaction tools the sidecar answers itself.
     fn tools(&self) -> Vec<Value> {
-        self.p
-            .cfg
-            .strategy
-            .select(&self.app.router)
+        let describe = |e: &crate::tools::router::Entry| {
+            json!({"type": "function", "function": {
+                "name": e.name, "description": e.description, "parameters": e.parameters}})
+        };
+        let mut out: Vec<Value> = match &self.p.host_tools {
+            Some(h) => {
+                let mut v: Vec<Value> = h.tools.iter().map(|t| t.descriptor()).collect();
+                v.extend(self.app.router.get(todo::NAME).map(|e| describe(&e)));
+                v
+            }
+            None => self
+                .p
+                .cfg
+                .strategy
+                .select(&self.app.router)
+                .iter()
+                .map(|e| describe(e))
+                .collect(),
+        };
+        if self.p.ask_user {
+            out.push(ask_user::descriptor());
+        }
+        out
+    }
+
+    /// The completion gate: a final answer while checklist items are open gets a reminder
+    /// naming them and one more round (at most `MAX_TODO_REMINDERS` per turn). Returns
+    /// whether the loop goes on.
+    async fn todo_gate(&mut self) -> bool {
+        if self.wrap_up || self.todo_reminders >= MAX_TODO_REMINDERS {
+            return false;
+        }
+        let open: Vec<String> = todo::unfinished(&self.todos)
             .iter()
-            .map(|e| {
-                json!({"type": "function", "function": {
-                    "name": e.name, "description": e.description, "parameters": e.parameters}})
+            .map(|t| {
+                let status = if t.status == todo::Status::InProgress {
+                    "in progress"
+                } else {
+                    "pending"
+                };
+                format!("- [{}] {} ({status})", t.id, t.content)
             })
-            .collect()
+            .collect();
+        if open.is_empty() {
+            return false;
+        }
+        self.todo_reminders += 1;
+        let text = format!(
+            "Your checklist still has unfinished items:\n{}\nFinish them before you give the final answer, or call todo_write to mark what is done and what was dropped, then answer.",
+            open.join("\n")
+        );
+        let mut n = Map::new();
+        n.insert(
+            "pending".into(),
+            json!(
+                todo::unfinished(&self.todos)
+                    .iter()
+                    .map(|t| &t.id)
+                    .collect::<Vec<_>>()
+            ),
+        );
+        n.insert("reminder".into(), json!(self.todo_reminders));
+        n.insert("round".into(), json!(self.rounds.saturating_sub(1)));
+        self.notice("todo_reminder", n);
+        self.push(
+            Message::new(Role::User, text),
+            ItemKind::Loop("loop.todo_reminder".into()),
+        );
+        if let Err(e) = self.flush().await {
+            tracing::warn!("{e}");
+        }
+        true
+    }
+
+    /// `read_state.seed` on a host-tools resume: the host's tools rebuild their
+    /// read-before-write state from what the record shows was read or written. Best effort.
+    async fn seed_host_read_state(&self) {
+        let mut state = Map::new();
+        for (path, version) in seed::read_state(&self.items) {
+            let p = std::path::Path::new(&path);
+            let abs = if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                self.p.cwd.join(p)
+            };
+            state.insert(abs.display().to_string(), json!(version));
+        }
+        let n = state.len();
+        let got = self
+            .host
+            .call(
+                "read_state.seed",
+                json!({"state": state}),
+                READ_STATE_SEED_TIMEOUT,
+                &self.handle.cancel,
+            )
+            .await;
+        match got {
+            Ok(_) => tracing::debug!("read_state.seed: sent {n} entr(ies) to the host"),
+            Err(e) => tracing::warn!("read_state.seed ({n} entries) was not taken: {e}"),
+        }
     }
 
     pub(super) fn request(&self, messages: Vec<Message>, tools: Vec<Value>) -> LlmRequest {
@@ -479,6 +622,10 @@ impl Turn {
             }
             match item {
                 None => {
+                    if !final_mode {
+                        let held = self.display.finish();
+                        self.emit.delta(&held);
+                    }
                     break Streamed::Done {
                         text: std::mem::take(&mut text),
                         reasoning: std::mem::take(&mut reasoning),
@@ -489,7 +636,8 @@ impl Turn {
                 Some(Ok(ev)) => match ev {
                     LlmEvent::Content { text: t } => {
                         if !final_mode {
-                            self.emit.delta(&t);
+                            let shown = self.display.push(&t);
+                            self.emit.delta(&shown);
                         }
                         text.push_str(&t);
                     }
@@ -507,6 +655,7 @@ impl Turn {
                         error,
                     } => {
                         // A retried draft is discarded (only the recovered answer counts).
+                        self.display = DisplayFilter::new();
                         text.clear();
                         reasoning.clear();
                         calls.clear();
@@ -582,4 +731,20 @@ impl Turn {
             .clone()
             .unwrap_or_else(|| self.record_id.clone())
     }
+}
+
+/// The checklist the record shows last (`todo_write`'s successful results).
+fn last_todos(items: &[Message]) -> Vec<Todo> {
+    items
+        .iter()
+        .rev()
+        .filter(|m| m.role == Role::Tool && m.name.as_deref() == Some(todo::NAME))
+        .find_map(|m| {
+            let v: Value = serde_json::from_str(&m.content).ok()?;
+            if v.get("success") != Some(&Value::Bool(true)) {
+                return None;
+            }
+            todo::from_result_data(v.get("data")?.as_object()?)
+        })
+        .unwrap_or_default()
 }

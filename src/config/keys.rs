@@ -254,6 +254,22 @@ pub static KEYS: &[KeySpec] = &[
         default: || json!(500_000),
         doc: "directory entries glob/grep visit per call; the walk stops there and says so",
     },
+    // Approvals (agent.chat.stream `approval`).
+    KeySpec {
+        name: "approval_mode",
+        kind: Kind::Choice(&["auto", "host"]),
+        default: || json!("auto"),
+        doc: "host: local and destructive calls wait for the host's approval.request answer; a managed host pins it",
+    },
+    KeySpec {
+        name: "approval_timeout_ms",
+        kind: Kind::Int {
+            min: 1,
+            max: 86_400_000,
+        },
+        default: || json!(300_000),
+        doc: "how long an approval.request waits for the host before the call is denied",
+    },
     // Sandbox launcher and bash.
     KeySpec {
         name: "sandbox_enabled",

@@ -363,6 +363,11 @@ impl Config {
                 .unwrap_or(500_000),
             sandbox_enabled: get("sandbox_enabled").as_bool().unwrap_or(true),
             sandbox_network: get("sandbox_network").as_bool().unwrap_or(false),
+            approval_host: get("approval_mode").as_str() == Some("host"),
+            approval_pinned: self.managed.as_ref().is_some_and(|l| {
+                l.values.get("approval_mode").and_then(Value::as_str) == Some("host")
+            }),
+            approval_timeout_ms: get("approval_timeout_ms").as_u64().unwrap_or(300_000),
             sandbox_writable_roots: expand_paths(&get("sandbox_writable_roots"), &self.home),
             bash_timeout_ms: get("bash_timeout_ms").as_u64().unwrap_or(120_000),
             bash_max_output_bytes: get("bash_max_output_bytes")
@@ -436,6 +441,11 @@ pub struct Settings {
     pub sandbox_enabled: bool,
     pub sandbox_network: bool,
     pub sandbox_writable_roots: Vec<PathBuf>,
+    /// `approval_mode = host`.
+    pub approval_host: bool,
+    /// The managed config pins `approval_mode = host`: a turn cannot ask for `auto`.
+    pub approval_pinned: bool,
+    pub approval_timeout_ms: u64,
     pub bash_timeout_ms: u64,
     pub bash_max_output_bytes: usize,
     pub bash_raw_output: bool,

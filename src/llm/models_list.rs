@@ -97,6 +97,8 @@ fn listed(id: String, row: &Value) -> Listed {
 }
 
 /// Parses `{"data": [...]}` (OpenAI) or `{"models": {id: row} | [rows]}` (models.dev style).
+/// Arrays keep the gateway's order (never sorted); a `models` map comes out in key order,
+/// since a JSON object carries none.
 pub fn parse_listing(body: &Value) -> Result<Vec<Listed>, String> {
     let rows_of = |arr: &Vec<Value>| -> Vec<Listed> {
         arr.iter()
@@ -126,15 +128,21 @@ pub fn parse_listing(body: &Value) -> Result<Vec<Listed>, String> {
     }
 }
 
-/// A listed model joined to the catalog: the row `models.list` returns.
+/// A listed model joined to the catalog: the row `models.list` returns. The window is the
+/// gateway's, else the catalog's, else the fallback window the loop budgets with.
 pub fn joined_row(l: &Listed) -> Value {
     let info = catalog::resolve(&l.id, None);
     let catalog_hit = info.provider.clone();
     let pricing = l.live.pricing.or(info.pricing);
+    let window = l.live.window.unwrap_or(if catalog_hit.is_some() {
+        info.window
+    } else {
+        catalog::FALLBACK_WINDOW
+    });
     json!({
         "id": l.id,
         "name": l.name.clone().unwrap_or_else(|| l.id.clone()),
-        "window": l.live.window.or(catalog_hit.as_ref().map(|_| info.window)),
+        "window": window,
         "modalities": {"input": info.input, "output": info.output},
         "reasoningLevels": info.reasoning_levels,
         "pricing": pricing,
@@ -302,6 +310,17 @@ mod tests {
     }
 
     #[test]
+    fn listing_order_is_kept() {
+        let body = json!({"data": [{"id": "zeta"}, {"id": "alpha"}, {"id": "mu"}, {"id": "beta"}]});
+        let ids: Vec<String> = parse_listing(&body)
+            .unwrap()
+            .into_iter()
+            .map(|l| l.id)
+            .collect();
+        assert_eq!(ids, ["zeta", "alpha", "mu", "beta"]);
+    }
+
+    #[test]
     fn join_strips_modifiers_and_marks_unknown() {
         let known = joined_row(&Listed {
             id: "openai/gpt-4o:free".into(),
@@ -318,7 +337,7 @@ mod tests {
         });
         assert_eq!(unknown["capabilities"], "unknown");
         assert!(unknown["joinedFrom"].is_null());
-        assert!(unknown["window"].is_null());
+        assert_eq!(unknown["window"], catalog::FALLBACK_WINDOW);
         assert_eq!(unknown["name"], "Z");
     }
 }

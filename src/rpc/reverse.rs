@@ -9,27 +9,17 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::writer::Out;
+use crate::host::{HostFuture, HostLink};
+use tokio_util::sync::CancellationToken;
 
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum ReverseError {
-    #[error("host did not answer '{method}' within {ms} ms")]
-    Timeout { method: String, ms: u128 },
-    #[error("host answered '{method}' with error {code}: {message}")]
-    Host {
-        method: String,
-        code: i64,
-        message: String,
-        kind: Option<String>,
-        data: Option<Value>,
-    },
-    #[error("the host connection closed before '{method}' was answered")]
-    Closed { method: String },
-}
+pub use crate::host::HostError as ReverseError;
 
 type Pending = oneshot::Sender<Result<Value, Value>>;
 
 pub struct Reverse {
     next: AtomicU64,
+    /// Set at stdin EOF: nobody can answer any more, so new calls fail at once.
+    closed: std::sync::atomic::AtomicBool,
     pending: Mutex<HashMap<String, Pending>>,
     out: Out,
 }
@@ -38,6 +28,7 @@ impl Reverse {
     pub fn new(out: Out) -> Self {
         Reverse {
             next: AtomicU64::new(1),
+            closed: std::sync::atomic::AtomicBool::new(false),
             pending: Mutex::new(HashMap::new()),
             out,
         }
@@ -54,12 +45,39 @@ impl Reverse {
         params: Value,
         timeout: Duration,
     ) -> Result<Value, ReverseError> {
+        self.call_until(method, params, timeout, &CancellationToken::new())
+            .await
+    }
+
+    /// As `call`, and gives up when `cancel` fires. A late answer finds no waiter and is
+    /// logged and dropped by the dispatcher.
+    pub async fn call_until(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Value, ReverseError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(ReverseError::Closed {
+                method: method.to_string(),
+            });
+        }
         let id = format!("srv_{}", self.next.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
         self.pending().insert(id.clone(), tx);
         self.out.request(&id, method, &params);
-        let answer = tokio::time::timeout(timeout, rx).await;
+        let answer = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => None,
+            a = tokio::time::timeout(timeout, rx) => Some(a),
+        };
         self.pending().remove(&id);
+        let Some(answer) = answer else {
+            return Err(ReverseError::Cancelled {
+                method: method.to_string(),
+            });
+        };
         match answer {
             Err(_) => Err(ReverseError::Timeout {
                 method: method.to_string(),
@@ -95,9 +113,22 @@ impl Reverse {
         }
     }
 
-    /// Fails every waiting call (the host went away).
+    /// Fails every waiting call and every later one (the host went away).
     pub fn close_all(&self) {
+        self.closed.store(true, Ordering::SeqCst);
         self.pending().clear();
+    }
+}
+
+impl HostLink for Reverse {
+    fn call<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+        timeout: Duration,
+        cancel: &'a CancellationToken,
+    ) -> HostFuture<'a> {
+        Box::pin(self.call_until(method, params, timeout, cancel))
     }
 }
 

@@ -50,6 +50,10 @@ pub struct ExecSandboxRequest {
     pub require_backend: Option<String>,
     /// Accepted for parity with the reference; the Linux backend does not depend on it.
     pub shell: Option<Value>,
+    /// `bash` asks the host to run the command (reverse `host.process.spawn`) under the
+    /// host's own confinement instead of spawning it here.
+    #[serde(default)]
+    pub host_spawn: bool,
 }
 
 /// The marker for a posture, plus what keeps it from `full` and the layers to apply.

@@ -7,6 +7,7 @@
 //! handlers in `rpc/methods/sessions.rs` show the pattern). One connection behind a mutex
 //! is enough: appends are sub-millisecond and the lease makes us the only writer.
 
+pub mod approvals;
 pub mod branches;
 pub mod error;
 pub mod ids;
@@ -24,6 +25,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+pub use approvals::ApprovalRule;
 pub use branches::{BranchNode, CutPoint, Lineage, Tree, TreeNode, derive_label};
 pub use error::{ErrorClass, StoreError};
 pub use records::{Boundary, BoundaryAction, Entry, ItemKind, Projected, Seed};
@@ -159,6 +161,41 @@ impl Store {
 
     pub fn list_sessions(&self, filter: &SessionFilter) -> Result<Vec<AgentSession>, StoreError> {
         sessions::list(&self.conn(), filter)
+    }
+
+    // ---- approval rules ----
+
+    /// Stores (or replaces) a permanent approval rule.
+    pub fn put_approval_rule(
+        &self,
+        tool: &str,
+        category: &str,
+        decision: &str,
+    ) -> Result<(), StoreError> {
+        let rule = ApprovalRule {
+            tool_name: tool.to_string(),
+            category: category.to_string(),
+            decision: decision.to_string(),
+            created_at: crate::clock::now_iso8601(),
+        };
+        self.write(|tx| approvals::put(tx, &rule))
+    }
+
+    /// The stored decision for (tool, category), if any.
+    pub fn approval_rule(&self, tool: &str, category: &str) -> Result<Option<String>, StoreError> {
+        approvals::get(&self.conn(), tool, category)
+    }
+
+    pub fn list_approval_rules(&self) -> Result<Vec<ApprovalRule>, StoreError> {
+        approvals::list(&self.conn())
+    }
+
+    pub fn clear_approval_rules(
+        &self,
+        tool: Option<&str>,
+        category: Option<&str>,
+    ) -> Result<usize, StoreError> {
+        self.write(|tx| approvals::clear(tx, tool, category))
     }
 
     // ---- traces ----

@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension};
 use super::error::StoreError;
 
 /// Bump when the tables change; `open` refuses databases from a newer build.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 const DDL: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -55,6 +55,14 @@ CREATE TABLE IF NOT EXISTS traces (
     created_at TEXT NOT NULL,
     body       TEXT NOT NULL
 );
+-- Version 3: approval decisions the host made permanent (`allow_always` / `deny_always`).
+CREATE TABLE IF NOT EXISTS approval_rules (
+    tool_name  TEXT NOT NULL,
+    category   TEXT NOT NULL,
+    decision   TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (tool_name, category)
+) WITHOUT ROWID;
 ";
 
 /// `synchronous` level: NORMAL survives a process crash (WAL), FULL also a power loss.

@@ -461,7 +461,7 @@ fn a_v1_database_upgrades_in_place_to_v2() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(version, "2");
+    assert_eq!(version, schema::SCHEMA_VERSION.to_string());
     let tables: i64 = s
         .conn()
         .query_row(

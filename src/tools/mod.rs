@@ -1,6 +1,7 @@
 //! The tool runtime: the `Tool` trait, modes and exposure tiers, the router that dispatches
 //! by name, `tool_search`, executable plugins and skills.
 
+pub mod ask_user;
 pub mod bash;
 pub mod fs;
 pub mod mode;
@@ -8,6 +9,7 @@ pub mod plugins;
 pub mod router;
 pub mod search;
 pub mod skills;
+pub mod todo;
 pub mod tool_search;
 
 use std::future::Future;
@@ -70,6 +72,11 @@ pub struct ToolContext {
     /// The caller's sandbox request for commands (`context.execSandbox`); `None` means the
     /// config's default posture.
     pub exec_sandbox: Option<crate::sandbox::ExecSandboxRequest>,
+    /// The host, for tools that hand work to it (`bash` under `execSandbox.hostSpawn`).
+    pub host: Option<Arc<dyn crate::host::HostLink>>,
+    /// Where the call comes from (`chatId`, `streamId`, `recordId`, `round`), passed on to
+    /// the host with requests made on the call's behalf.
+    pub host_context: Map<String, Value>,
 }
 
 impl ToolContext {
@@ -81,6 +88,8 @@ impl ToolContext {
             session_id: None,
             lifecycle: None,
             exec_sandbox: None,
+            host: None,
+            host_context: Map::new(),
         }
     }
 }

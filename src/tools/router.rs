@@ -297,15 +297,10 @@ impl Router {
             return self.unknown_tool(name);
         };
         let started = Instant::now();
-        let args = match args {
-            Value::Null => Map::new(),
-            Value::Object(m) => m,
-            other => {
-                return ToolResult::recoverable(format!(
-                    "Invalid arguments for tool '{name}': expected a JSON object, got {}",
-                    super::json_type_name(&other)
-                ))
-                .with_data("durationMs", elapsed_ms(started));
+        let args = match args_object(name, args) {
+            Ok(a) => a,
+            Err(e) => {
+                return ToolResult::recoverable(e).with_data("durationMs", elapsed_ms(started));
             }
         };
         if let Err(msg) = entry.validate(&args) {
@@ -330,24 +325,7 @@ impl Entry {
                 .map_err(|e| format!("the tool's own parameter schema is invalid: {e}"))
         });
         let validator = validator.as_ref().map_err(Clone::clone)?;
-        let instance = Value::Object(args.clone());
-        let problems: Vec<String> = validator
-            .iter_errors(&instance)
-            .take(5)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                if path.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("at {path}: {e}")
-                }
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("; "))
-        }
+        schema_problems(validator, args)
     }
 
     /// The OpenAI function descriptor plus mode and exposure (`tool.list`).
@@ -379,7 +357,45 @@ impl Entry {
     }
 }
 
-fn elapsed_ms(started: Instant) -> u64 {
+/// A call's arguments as an object (`null` reads as `{}`), or the error the model gets.
+pub fn args_object(name: &str, args: Value) -> Result<Map<String, Value>, String> {
+    match args {
+        Value::Null => Ok(Map::new()),
+        Value::Object(m) => Ok(m),
+        other => Err(format!(
+            "Invalid arguments for tool '{name}': expected a JSON object, got {}",
+            super::json_type_name(&other)
+        )),
+    }
+}
+
+/// Checks arguments against a compiled schema; the error names each field (at most five)
+/// and what it expected.
+pub fn schema_problems(
+    validator: &jsonschema::Validator,
+    args: &Map<String, Value>,
+) -> Result<(), String> {
+    let instance = Value::Object(args.clone());
+    let problems: Vec<String> = validator
+        .iter_errors(&instance)
+        .take(5)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                e.to_string()
+            } else {
+                format!("at {path}: {e}")
+            }
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+pub fn elapsed_ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 

@@ -294,7 +294,7 @@ pub async fn steer(app: Arc<App>, call: Call) -> Outcome {
     }
     if p.exec_policy.is_some_and(|v| !v.is_null()) {
         return Err(RpcError::invalid_params(
-            "execPolicy is not supported by this sidecar (the approval layer is not implemented); remove it",
+            "execPolicy is not supported by this sidecar (approval decisions come from approval.request); remove it",
         ));
     }
     match app.agent.streams.get(&p.stream_id) {

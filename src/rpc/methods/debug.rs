@@ -83,6 +83,9 @@ pub async fn reverse(app: Arc<App>, call: Call) -> Outcome {
         Err(e @ ReverseError::Timeout { .. }) => {
             json!({"error": {"kind": "timeout", "message": e.to_string()}})
         }
+        Err(e @ ReverseError::Cancelled { .. }) => {
+            json!({"error": {"kind": "cancelled", "message": e.to_string()}})
+        }
         Err(e @ ReverseError::Closed { .. }) => {
             json!({"error": {"kind": "transport_closed", "message": e.to_string()}})
         }

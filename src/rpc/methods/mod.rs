@@ -1,6 +1,7 @@
 //! The method table: every JSON-RPC method name and the handler that owns it.
 //! `docs/protocol.md` documents each one (a test checks it lists them all).
 
+mod approval;
 mod catalog;
 mod chat;
 mod config;
@@ -63,6 +64,8 @@ pub fn table() -> &'static [(&'static str, Handler)] {
             ("agent.chat.compact", h!(chat::compact)),
             ("agent.chat.fork", h!(chat::fork)),
             ("trace.fetch", h!(trace::fetch)),
+            ("approval.list", h!(approval::list)),
+            ("approval.clear", h!(approval::clear)),
         ]
     })
 }

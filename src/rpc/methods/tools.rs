@@ -100,6 +100,8 @@ pub async fn invoke(app: Arc<App>, call: Call) -> Outcome {
         session_id: p.context.session_id,
         lifecycle: Some(app.lifecycle.clone()),
         exec_sandbox: p.context.exec_sandbox,
+        host: Some(app.reverse.clone()),
+        host_context: serde_json::Map::new(),
     };
     let result = app.router.dispatch(&p.name, p.arguments, ctx).await;
     reply(&result)

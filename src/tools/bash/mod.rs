@@ -1,8 +1,9 @@
-//! `bash {command, timeoutMs?, description?}` (mode `local`): `bash -c` without rc files,
-//! stdin `/dev/null`, in the workspace, through the sandbox launcher unless the config
-//! disables it, with a scrubbed environment. On timeout or cancel the whole process group
-//! gets SIGTERM, then SIGKILL after a grace period, and what was captured is returned.
+//! `bash {command, timeoutMs?, description?, raw_output?}` (mode `local`): `bash -c` without
+//! rc files, stdin `/dev/null`, in the workspace, through the sandbox launcher unless the
+//! config disables it, with a scrubbed environment. On timeout or cancel the whole process
+//! group gets SIGTERM, then SIGKILL after a grace period, and what was captured is returned.
 
+mod host_spawn;
 pub mod output;
 pub mod saved;
 
@@ -74,7 +75,9 @@ impl Tool for BashTool {
          stderr. stdin is empty. By default the command can write only inside the workspace and \
          a private temp dir ($TMPDIR), .git and agent configuration stay read-only, and the \
          network is off. Long output keeps its start and end; the full output is saved and \
-         data.file_path names the file. Commands time out (timeoutMs, default 120000)."
+         data.file_path names the file. Output is cleaned (ANSI escapes removed, OSC 8 links \
+         as text (uri), CRLF as LF) unless raw_output is true. Commands time out (timeoutMs, \
+         default 120000)."
     }
 
     fn parameters(&self) -> Value {
@@ -86,7 +89,11 @@ impl Tool for BashTool {
                     "type": "integer", "minimum": 1, "maximum": TIMEOUT_CEILING_MS,
                     "description": "Kill the command after this many milliseconds."
                 },
-                "description": {"type": "string", "description": "What the command does, in a few words."}
+                "description": {"type": "string", "description": "What the command does, in a few words."},
+                "raw_output": {
+                    "type": "boolean",
+                    "description": "true returns stdout and stderr as captured: ANSI escapes, OSC 8 links and CRLF are kept."
+                }
             },
             "required": ["command"],
             "additionalProperties": false
@@ -126,6 +133,14 @@ impl BashTool {
             .and_then(Value::as_u64)
             .unwrap_or(settings.bash_timeout_ms)
             .clamp(1, TIMEOUT_CEILING_MS);
+        // The call's `raw_output` wins over the config default.
+        let raw = args
+            .get("raw_output")
+            .and_then(Value::as_bool)
+            .unwrap_or(settings.bash_raw_output);
+        if ctx.exec_sandbox.as_ref().is_some_and(|r| r.host_spawn) {
+            return host_spawn::run(&ctx, command, timeout_ms, raw, &settings).await;
+        }
         let workspace = ctx.workspace_root.clone();
         self.prune_once(&workspace);
 
@@ -242,7 +257,6 @@ impl BashTool {
         drop(tmp);
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
 
-        let raw = settings.bash_raw_output;
         let stdout = text(&out, raw);
         let stderr = text(&err, raw);
         if let End::Exited(LAUNCH_FAILED) = end

@@ -43,7 +43,8 @@ every file's edits are matched against its current content first, and if any fil
 if a write fails midway, files already written are restored. \
 MATCHING \
 Each file must have been read in this session (or its `expectedVersion` passed) and be unchanged since. \
-Returns `filesChanged`, a diff per file and the new `versions` by path.";
+Returns `filesChanged` (the paths whose content changed, in patch order), a diff per file and the new \
+`versions` by path.";
 
 /// The `apply_patch` tool.
 pub fn tool(env: Arc<FsEnv>) -> FsTool<PatchArgs> {
@@ -136,13 +137,14 @@ fn apply_patch(env: &FsEnv, ctx: &ToolContext, args: PatchArgs) -> ToolResult {
     }
     let mut versions = Map::new();
     let mut diffs = Vec::new();
-    let mut changed = 0usize;
+    // The paths whose content changed, in the order the patch listed them.
+    let mut changed: Vec<String> = Vec::new();
     for plan in &plans {
         let version = version_of(plan.outcome.content.as_bytes());
         env.state
             .record(ctx.session_id.as_deref(), &plan.abs, version.clone(), false);
         if plan.outcome.content != plan.old {
-            changed += 1;
+            changed.push(plan.shown.clone());
         }
         versions.insert(plan.shown.clone(), Value::String(version));
         diffs.push(json!({
