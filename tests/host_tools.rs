@@ -615,3 +615,22 @@ fn host_tools_take_their_mode_from_prefix_or_descriptor() {
     assert_eq!(reqs[1]["params"]["arguments"], json!({"id": "e10"}));
     assert_eq!(reqs[0]["params"]["category"], "destructive");
 }
+
+#[test]
+fn stdin_eof_ends_a_pending_host_wait() {
+    let mut s = Sidecar::start();
+    let p = host_turn(
+        json!([{"toolCalls": [{"id": "q1", "name": "get_q", "arguments": {}}]}, {"text": "x"}]),
+        json!([descriptor("get_q", json!({}), &[])]),
+    );
+    let id = start(&mut s, p);
+    reverse(&mut s, "tool.invoke");
+    let t = Instant::now();
+    s.close_stdin();
+    let st = finish(&mut s, &id, Vec::new());
+    assert_eq!(st.done["status"], "cancelled");
+    let bye = s.notification("lifecycle.shutdown");
+    assert_eq!(bye["params"]["reason"], "eof");
+    assert!(s.wait_exit(Duration::from_secs(10)).success());
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}

@@ -16,6 +16,7 @@ use super::persist;
 use super::run::Turn;
 use crate::host::HostError;
 use crate::llm::ToolCall;
+use crate::protocol::host::ApprovalRequest;
 use crate::tools::{ToolMode, ToolResult};
 
 /// Default bound on one `approval.request` (a person has to read and decide).
@@ -485,10 +486,14 @@ impl Turn {
         category: &str,
         round: u64,
     ) -> (Answer, Source) {
-        let params = json!({
-            "toolName": c.name, "arguments": c.arguments, "mode": mode.as_str(),
-            "category": category, "round": round, "streamId": self.emit.stream_id,
-            "callId": c.id,
+        let params = json!(ApprovalRequest {
+            tool_name: c.name.clone(),
+            arguments: c.arguments.clone(),
+            mode: mode.as_str().to_string(),
+            category: category.to_string(),
+            round,
+            stream_id: self.emit.stream_id.clone(),
+            call_id: c.id.clone(),
         });
         let got = self
             .host

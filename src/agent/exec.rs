@@ -17,6 +17,7 @@ use super::params::LOCAL_TOOLS;
 use super::run::{TOOL_STOP_GRACE, Turn};
 use crate::host::HostLink;
 use crate::llm::{Message, Role, ToolCall};
+use crate::protocol::host::{AskUserRequest, ToolInvokeRequest};
 use crate::store::ItemKind;
 use crate::tools::router::{args_object, elapsed_ms};
 use crate::tools::{ToolContext, ToolMode, ToolResult, ask_user, todo};
@@ -433,8 +434,15 @@ async fn invoke_host(
     if let Err(e) = tool.validate(&args) {
         return ToolResult::recoverable(format!("Invalid arguments for tool '{name}': {e}"));
     }
-    let params = json!({"id": id, "name": name, "arguments": args, "context": context});
-    let answer = host.call("tool.invoke", params, timeout, &stop).await;
+    let params = ToolInvokeRequest {
+        id,
+        name: name.clone(),
+        arguments: args,
+        context,
+    };
+    let answer = host
+        .call("tool.invoke", json!(params), timeout, &stop)
+        .await;
     host_tools::read_result(&name, answer)
 }
 
@@ -452,18 +460,15 @@ async fn ask(
         Ok(p) => p,
         Err(e) => return ToolResult::recoverable(format!("ask_user: {e}")),
     };
-    let mut params = Map::new();
-    params.insert("intro".into(), json!(payload.intro));
-    params.insert("questions".into(), json!(payload.questions));
-    if let Some(o) = &payload.outro {
-        params.insert("outro".into(), json!(o));
-    }
-    if let Some(c) = chat {
-        params.insert("chatId".into(), json!(c));
-    }
-    params.insert("streamId".into(), json!(stream));
+    let params = AskUserRequest {
+        intro: payload.intro.clone(),
+        questions: payload.questions.clone(),
+        outro: payload.outro.clone(),
+        chat_id: chat,
+        stream_id: stream,
+    };
     let answer = host
-        .call("ask_user.request", Value::Object(params), timeout, &stop)
+        .call("ask_user.request", json!(params), timeout, &stop)
         .await;
     let (answers, unanswered) = match answer {
         Ok(v) if v.get("answers").is_some_and(Value::is_object) => {

@@ -20,6 +20,7 @@ use super::trace::Trace;
 use crate::app::App;
 use crate::host::HostLink;
 use crate::llm::{LlmError, LlmEvent, LlmRequest, Message, Role, ToolCall, Usage};
+use crate::protocol::host::ReadStateSeed;
 use crate::store::{BoundaryAction, ItemKind};
 use crate::tools::ask_user;
 use crate::tools::todo::{self, Todo};
@@ -546,7 +547,7 @@ impl Turn {
             .host
             .call(
                 "read_state.seed",
-                json!({"state": state}),
+                json!(ReadStateSeed { state }),
                 READ_STATE_SEED_TIMEOUT,
                 &self.handle.cancel,
             )

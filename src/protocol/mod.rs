@@ -8,6 +8,8 @@ use schemars::{JsonSchema, Schema, schema_for};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub mod host;
+
 pub const PROTOCOL_VERSION: &str = "0.1.0";
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -168,6 +170,23 @@ pub fn all_schemas() -> Vec<(&'static str, Schema)> {
         ("ConfigGetParams", schema_for!(ConfigGetParams)),
         ("ConfigGetResult", schema_for!(ConfigGetResult)),
         ("ConfigSetParams", schema_for!(ConfigSetParams)),
+        ("ToolInvokeRequest", schema_for!(host::ToolInvokeRequest)),
+        ("ApprovalRequest", schema_for!(host::ApprovalRequest)),
+        ("ApprovalAnswer", schema_for!(host::ApprovalAnswer)),
+        ("AskUserRequest", schema_for!(host::AskUserRequest)),
+        ("AskUserAnswer", schema_for!(host::AskUserAnswer)),
+        ("ReadStateSeed", schema_for!(host::ReadStateSeed)),
+        ("HostSpawnRequest", schema_for!(host::HostSpawnRequest)),
+        ("HostSpawnResult", schema_for!(host::HostSpawnResult)),
+        ("ApprovalListResult", schema_for!(host::ApprovalListResult)),
+        (
+            "ApprovalClearParams",
+            schema_for!(host::ApprovalClearParams),
+        ),
+        (
+            "ApprovalClearResult",
+            schema_for!(host::ApprovalClearResult),
+        ),
     ]
 }
 

@@ -8,6 +8,8 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
+pub use crate::protocol::host::AskUserQuestion;
+
 pub const NAME: &str = "ask_user";
 pub const MIN_QUESTIONS: usize = 1;
 pub const MAX_QUESTIONS: usize = 4;
@@ -67,7 +69,7 @@ pub fn descriptor() -> Value {
 pub struct Payload {
     pub intro: String,
     pub outro: Option<String>,
-    pub questions: Vec<Value>,
+    pub questions: Vec<AskUserQuestion>,
 }
 
 fn take_alias(o: &mut Map<String, Value>, canonical: &str, aliases: &[&str]) {
@@ -143,7 +145,7 @@ fn option_label(i: usize, j: usize, v: &Value) -> Result<String, String> {
     )
 }
 
-fn question(i: usize, v: &Value, ids: &mut HashSet<String>) -> Result<Value, String> {
+fn question(i: usize, v: &Value, ids: &mut HashSet<String>) -> Result<AskUserQuestion, String> {
     let Value::Object(o) = v else {
         return Err(format!(
             "questions[{i}] must be an object {{id, text, type, options?}}"
@@ -216,26 +218,23 @@ fn question(i: usize, v: &Value, ids: &mut HashSet<String>) -> Result<Value, Str
             "questions[{i}].multiSelect applies to select questions only"
         ));
     }
-    let mut q = Map::new();
-    q.insert("id".into(), json!(id));
-    q.insert("text".into(), json!(text));
-    q.insert("header".into(), json!(header));
-    q.insert("type".into(), json!(kind));
-    if kind == "select" {
-        q.insert("options".into(), json!(options));
-    }
-    q.insert("multiSelect".into(), json!(multi));
-    if let Some(p) = text_of(o.get("placeholder")) {
-        q.insert(
-            "placeholder".into(),
-            json!(capped(
-                &format!("questions[{i}].placeholder"),
-                p,
-                MAX_SHORT_CHARS
-            )?),
-        );
-    }
-    Ok(Value::Object(q))
+    let placeholder = match text_of(o.get("placeholder")) {
+        Some(p) => Some(capped(
+            &format!("questions[{i}].placeholder"),
+            p,
+            MAX_SHORT_CHARS,
+        )?),
+        None => None,
+    };
+    Ok(AskUserQuestion {
+        id,
+        text,
+        header,
+        kind: kind.to_string(),
+        options: (kind == "select").then_some(options),
+        multi_select: multi,
+        placeholder,
+    })
 }
 
 /// Normalises and validates the model's arguments into the canonical payload.
@@ -284,11 +283,7 @@ pub fn normalize(args: &Value) -> Result<Payload, String> {
 /// The host's answers, kept for known question ids only (strings, lists of strings, or
 /// any JSON scalar the host chose).
 pub fn answers_from(host: &Value, payload: &Payload) -> Map<String, Value> {
-    let known: HashSet<&str> = payload
-        .questions
-        .iter()
-        .filter_map(|q| q.get("id").and_then(Value::as_str))
-        .collect();
+    let known: HashSet<&str> = payload.questions.iter().map(|q| q.id.as_str()).collect();
     let mut out = Map::new();
     if let Some(Value::Object(a)) = host.get("answers") {
         for (k, v) in a {
@@ -311,7 +306,7 @@ mod tests {
             {"id": "why", "text": "Why?", "header": "A very long header"}
         ]}))
         .unwrap();
-        let q0 = &p.questions[0];
+        let q0 = serde_json::to_value(&p.questions[0]).unwrap();
         assert_eq!(q0["id"], "color");
         assert_eq!(q0["text"], "Which colour do you like best?");
         assert_eq!(q0["type"], "select");
@@ -319,7 +314,7 @@ mod tests {
         assert_eq!(q0["multiSelect"], false);
         assert_eq!(q0["header"], "Which colour");
         assert!(q0.get("name").is_none() && q0.get("choices").is_none());
-        let q1 = &p.questions[1];
+        let q1 = serde_json::to_value(&p.questions[1]).unwrap();
         assert_eq!(q1["type"], "text");
         assert_eq!(
             q1["header"].as_str().unwrap().chars().count(),

@@ -5,7 +5,10 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
-use serde_json::json;
+
+use crate::protocol::host::{
+    ApprovalClearParams, ApprovalClearResult, ApprovalListResult, ApprovalRule,
+};
 
 use crate::agent::persist;
 use crate::app::App;
@@ -22,25 +25,27 @@ struct ListParams {}
 
 pub async fn list(app: Arc<App>, call: Call) -> Outcome {
     let _: ListParams = call.params()?;
-    let rules = persist::call(&app.store, |s| s.list_approval_rules())
+    let rows = persist::call(&app.store, |s| s.list_approval_rules())
         .await
         .map_err(storage)?;
-    reply(&json!({ "rules": rules }))
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ClearParams {
-    tool_name: Option<String>,
-    category: Option<String>,
+    let rules = rows
+        .into_iter()
+        .map(|r| ApprovalRule {
+            tool_name: r.tool_name,
+            category: r.category,
+            decision: r.decision,
+            created_at: r.created_at,
+        })
+        .collect();
+    reply(&ApprovalListResult { rules })
 }
 
 pub async fn clear(app: Arc<App>, call: Call) -> Outcome {
-    let p: ClearParams = call.params()?;
+    let p: ApprovalClearParams = call.params()?;
     let cleared = persist::call(&app.store, move |s| {
         s.clear_approval_rules(p.tool_name.as_deref(), p.category.as_deref())
     })
     .await
     .map_err(storage)?;
-    reply(&json!({ "cleared": cleared }))
+    reply(&ApprovalClearResult { cleared })
 }

@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use super::{failure, output, saved, with_marker};
 use crate::config::Settings;
 use crate::host::HostError;
+use crate::protocol::host::{HostSpawnRequest, SpawnPolicy};
 use crate::sandbox::Marker;
 use crate::tools::{ToolContext, ToolResult};
 
@@ -57,16 +58,16 @@ pub(super) async fn run(
     }
     let mut context = ctx.host_context.clone();
     context.insert("callId".into(), json!(ctx.call_id));
-    let params = json!({
-        "command": command,
-        "cwd": workspace.display().to_string(),
-        "timeoutMs": timeout_ms,
-        "policy": {
-            "writableRoots": roots,
-            "network": req.network.unwrap_or(settings.sandbox_network),
-            "allowedHosts": req.allowed_hosts.clone().unwrap_or_default(),
+    let params = json!(HostSpawnRequest {
+        command: command.to_string(),
+        cwd: workspace.display().to_string(),
+        timeout_ms,
+        policy: SpawnPolicy {
+            writable_roots: roots,
+            network: req.network.unwrap_or(settings.sandbox_network),
+            allowed_hosts: req.allowed_hosts.clone().unwrap_or_default(),
         },
-        "context": context,
+        context,
     });
     let started = Instant::now();
     let wait = Duration::from_millis(timeout_ms) + HOST_SLACK;
