@@ -900,3 +900,30 @@ fn reasoning_effort_is_strict_unless_compat_forbids_the_field() {
         reqs[0].body
     );
 }
+
+#[test]
+fn display_deltas_strip_pseudo_tool_markup_that_raw_chunks_keep() {
+    let mut s = Sidecar::start();
+    let text = [
+        "Sure. <function_res",
+        "ults>{\"x\": 1}</function_results>",
+        "Done <tool_call>{\"name\":\"x\"}</tool",
+        "_call>here.",
+    ];
+    let p = merge(
+        scripted(json!([{"text": text}]), "hi"),
+        json!({"streamRawChunks": true, "recordId": "rec_strip"}),
+    );
+    let st = run(&mut s, p);
+    assert_eq!(st.done["status"], "completed");
+    assert_eq!(st.text(), "Sure. Done here.");
+    let raw: String = st
+        .with("rawChunk")
+        .iter()
+        .filter_map(|r| r["contentDelta"].as_str())
+        .collect();
+    assert_eq!(raw, text.concat());
+    // The record keeps what the model wrote.
+    let msgs = messages(&mut s, "rec_strip");
+    assert_eq!(msgs.last().unwrap()["content"], text.concat());
+}
