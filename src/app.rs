@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::OnceCell;
 
 use crate::config::{Config, Settings, SharedConfig};
 use crate::lifecycle::Lifecycle;
@@ -27,14 +27,16 @@ pub struct App {
     pub plugins: PluginRegistry,
     /// The durable store (sessions, history records); opened, with its lease, before ready.
     pub store: Arc<Store>,
-    /// Live CoreLoop streams and their traces (`agent.chat.*`, `trace.fetch`).
-    pub agent: crate::agent::AgentState,
+    /// The CoreLoop's handles, live streams and traces (`agent.chat.*`, `trace.fetch`).
+    pub agent: Arc<crate::agent::Agent>,
     /// The file tools' shared state (resume re-seeds its read state).
     pub fs: Arc<crate::tools::fs::FsEnv>,
     /// Test and diagnostic methods (`debug.*`), on with `OUTRIGGER_DEBUG_METHODS=1`.
     pub debug_methods: bool,
-    /// Slots for concurrently running requests (`max_inflight_requests`).
-    pub inflight: Arc<Semaphore>,
+    /// In-flight slots, the waiting queue and cancel-by-id of requests that are not control
+    /// methods, and the control methods' own slots (`max_inflight_requests`,
+    /// `max_queued_requests`, `max_inflight_control_requests`, `request.cancel`).
+    pub requests: crate::rpc::dispatch::Requests,
     python: OnceCell<Option<String>>,
     pid: u32,
 }
@@ -49,20 +51,36 @@ impl App {
         store: Arc<Store>,
         fs: Arc<crate::tools::fs::FsEnv>,
     ) -> App {
-        let inflight = config.settings().max_inflight_requests;
+        let settings = config.settings();
+        let requests = crate::rpc::dispatch::Requests::new(
+            settings.max_inflight_requests,
+            settings.max_queued_requests,
+            settings.max_inflight_control_requests,
+        );
+        let reverse = Arc::new(Reverse::new(out.clone()));
+        let lifecycle = Arc::new(lifecycle);
+        let agent = Arc::new(crate::agent::Agent::new(
+            store.clone(),
+            plugins.router().clone(),
+            lifecycle.clone(),
+            config.clone(),
+            fs.clone(),
+            reverse.clone(),
+            Arc::new(crate::rpc::events::FrameSink(out.clone())),
+        ));
         App {
             router: plugins.router().clone(),
             plugins,
             store,
-            agent: crate::agent::AgentState::default(),
+            agent,
             fs,
-            inflight: Arc::new(Semaphore::new(inflight)),
+            requests,
             started: Instant::now(),
             config,
             log,
-            reverse: Arc::new(Reverse::new(out.clone())),
+            reverse,
             out,
-            lifecycle: Arc::new(lifecycle),
+            lifecycle,
             debug_methods: std::env::var("OUTRIGGER_DEBUG_METHODS").is_ok_and(|v| v == "1"),
             python: OnceCell::new(),
             pid: std::process::id(),

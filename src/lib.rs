@@ -17,4 +17,5 @@ pub mod rpc;
 pub mod sandbox;
 pub mod serve;
 pub mod store;
+pub mod strict;
 pub mod tools;

@@ -87,6 +87,12 @@ impl Lifecycle {
         self.children.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Cancels in-flight work now, ahead of the `drain` that follows (stdin EOF: the turns
+    /// must see the cancel before their host waits fail as closed).
+    pub fn cancel_work(&self) {
+        self.root.cancel();
+    }
+
     /// Cancels in-flight work and waits up to `grace` for it to finish.
     pub async fn drain(&self, grace: Duration) -> bool {
         self.root.cancel();

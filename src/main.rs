@@ -60,14 +60,22 @@ fn real_main(cli: Cli) -> i32 {
             .map(|(k, r)| (k.to_string(), json!({"value": r.value, "source": r.source})))
             .collect();
         let text = serde_json::to_string_pretty(&merged).unwrap_or_default();
-        println!("{text}");
+        #[expect(
+            clippy::print_stdout,
+            reason = "--dump-config prints the config for a person"
+        )]
+        {
+            println!("{text}");
+        }
         return 0;
     }
 
     if let Some(Command::LlmProbe(args)) = cli.command {
         logging::init(&config.settings().log_level);
         let settings = outrigger::llm::LlmSettings::from_settings(&config.settings());
-        return outrigger::llm::probe::run(args, settings, &mut |event| println!("{event}"));
+        #[expect(clippy::print_stdout, reason = "llm-probe prints one event per line")]
+        let mut print = |event: &serde_json::Value| println!("{event}");
+        return outrigger::llm::probe::run(args, settings, &mut print);
     }
 
     let log = logging::init(&config.settings().log_level);

@@ -1,4 +1,5 @@
-//! Serve mode: boot, the ready handshake, the stdin reader thread, and the shutdown ladder.
+//! Serve mode: boot, the ready handshake, signals, the parent watch and the shutdown ladder,
+//! around the server core (`rpc::server`) reading stdin.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -12,17 +13,8 @@ use crate::protocol::{
     LifecycleReady, LifecycleShutdown, ListenInfo, PROTOCOL_VERSION, ShutdownReason, VERSION,
 };
 use crate::rpc::Out;
-use crate::rpc::dispatch::{dispatch_line, refuse_too_long};
-use crate::rpc::reader::{ReadEvent, read_lines};
 use crate::tools::Router;
 use crate::tools::plugins::PluginRegistry;
-
-/// What the stdin reader hands the dispatcher.
-enum Inbound {
-    Line(Vec<u8>),
-    TooLong(usize),
-    Eof,
-}
 
 /// How often we look for a parent that went away without closing our stdin.
 const PARENT_POLL: Duration = Duration::from_millis(500);
@@ -133,48 +125,16 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
         },
     );
 
-    // The reader thread hands each read's worth of lines to one dispatcher task, in order:
-    // one wake-up per read instead of one per frame, and frames start in the order sent.
-    let (batches, mut batch_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Inbound>>();
-    let max_frame = settings.max_frame_bytes;
-    let dispatcher = app.clone();
-    runtime.spawn(async move {
-        while let Some(batch) = batch_rx.recv().await {
-            for item in batch {
-                match item {
-                    Inbound::Line(line) => dispatch_line(&dispatcher, &line).await,
-                    Inbound::TooLong(len) => refuse_too_long(&dispatcher, len, max_frame),
-                    Inbound::Eof => {
-                        // Nobody is left to answer a reverse request.
-                        dispatcher.reverse.close_all();
-                        dispatcher.lifecycle.request_stop(Cause::Eof);
-                    }
-                }
-            }
+    // The core reads stdin on its own thread and dispatches on the runtime; at EOF it asks
+    // the lifecycle to stop, which the loop below picks up.
+    match crate::rpc::server::serve(app.clone(), std::io::stdin()) {
+        Ok(core) => {
+            runtime.spawn(core);
         }
-    });
-    let spawned = std::thread::Builder::new()
-        .name("stdin-reader".into())
-        .spawn(move || {
-            let stdin = std::io::stdin().lock();
-            let mut batch = Vec::new();
-            let result = read_lines(stdin, max_frame, |ev| match ev {
-                ReadEvent::Line(line) => batch.push(Inbound::Line(line.to_vec())),
-                ReadEvent::TooLong { len } => batch.push(Inbound::TooLong(len)),
-                ReadEvent::Drained if !batch.is_empty() => {
-                    let _ = batches.send(std::mem::take(&mut batch));
-                }
-                ReadEvent::Drained => {}
-            });
-            if let Err(e) = result {
-                tracing::warn!("stdin read failed: {e}");
-            }
-            batch.push(Inbound::Eof);
-            let _ = batches.send(batch);
-        });
-    if let Err(e) = spawned {
-        tracing::error!("cannot start the stdin reader thread: {e}");
-        return 70;
+        Err(e) => {
+            tracing::error!("cannot start the stdin reader thread: {e}");
+            return 70;
+        }
     }
 
     let cause = runtime.block_on(async {

@@ -5,9 +5,9 @@ mod common;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Opts, Sidecar, WAIT};
+use common::{Opts, Sidecar, WAIT, pids_with_arg, wait_until};
 use serde_json::{Value, json};
 
 fn bash(s: &mut Sidecar, ws: &Path, args: Value) -> Value {
@@ -20,33 +20,6 @@ fn bash(s: &mut Sidecar, ws: &Path, args: Value) -> Value {
 
 fn run(s: &mut Sidecar, ws: &Path, command: &str) -> Value {
     bash(s, ws, json!({"command": command}))
-}
-
-/// Host pids of live processes one of whose arguments is exactly `arg`.
-fn pids_with_arg(arg: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline"))
-            && cmd.split(|b| *b == 0).any(|a| a == arg.as_bytes())
-        {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-fn wait_until(within: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    f()
 }
 
 /// A per-test unique `sleep` argument, so process scans never see another test's sleeps.

@@ -165,8 +165,8 @@ fn multi_round_tool_turn_with_real_file_tools_and_bash() {
     }
     want.push("assistant");
     assert_eq!(roles, want);
-    assert_eq!(m[1]["tool_calls"][0]["name"], "read_file");
-    assert_eq!(m[2]["tool_call_id"], "r1");
+    assert_eq!(m[1]["toolCalls"][0]["name"], "read_file");
+    assert_eq!(m[2]["toolCallId"], "r1");
 }
 
 #[test]
@@ -926,4 +926,65 @@ fn display_deltas_strip_pseudo_tool_markup_that_raw_chunks_keep() {
     // The record keeps what the model wrote.
     let msgs = messages(&mut s, "rec_strip");
     assert_eq!(msgs.last().unwrap()["content"], text.concat());
+}
+
+#[test]
+fn from_record_continues_a_chat_with_only_the_new_message() {
+    let server = FakeServer::start(vec![Reply::fixture("openai_reference")]);
+    let mut s = Sidecar::start();
+    let turn = |content: &str, extra: Value| {
+        merge(
+            json!({"provider": "openai_compat", "model": "gpt-4o-mini", "baseUrl": server.base_url(),
+                   "apiKey": "k", "recordId": "rec_follow",
+                   "messages": [{"role": "user", "content": content}]}),
+            extra,
+        )
+    };
+    let first = run(&mut s, turn("first question", json!({})));
+    assert_eq!(first.done["status"], "completed");
+    let second = run(&mut s, turn("second question", json!({"fromRecord": true})));
+    assert_eq!(second.done["status"], "completed", "{:?}", second.done);
+    // The model saw the whole conversation, and only the new message was sent.
+    let reqs = server.requests();
+    let sent: Vec<(String, String)> = reqs[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let answer = first.text();
+    assert_eq!(
+        sent,
+        [
+            ("user".to_string(), "first question".to_string()),
+            ("assistant".to_string(), answer.clone()),
+            ("user".to_string(), "second question".to_string()),
+        ]
+    );
+    // The record holds both turns, in order, with no re-seed.
+    let msgs = messages(&mut s, "rec_follow");
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
+    // fromRecord on a record that does not exist, or with resume, is refused.
+    let r = s.call(
+        "agent.chat.stream",
+        merge(
+            turn("x", json!({"fromRecord": true})),
+            json!({"recordId": "rec_none"}),
+        ),
+    );
+    assert_eq!(code(&r), -32004, "{r}");
+    let r = s.call(
+        "agent.chat.stream",
+        merge(
+            turn("x", json!({"fromRecord": true, "resume": true})),
+            json!({"messages": []}),
+        ),
+    );
+    assert_eq!(code(&r), -32602, "{r}");
 }

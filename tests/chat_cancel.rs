@@ -68,7 +68,7 @@ fn cancel_during_streaming_records_partial_text() {
     assert_eq!(m.len(), 2, "{m:?}");
     assert_eq!(m[1]["role"], "assistant");
     assert!(m[1]["content"].as_str().unwrap().starts_with("w0 w1 w2 "));
-    assert!(m[1].get("tool_calls").is_none());
+    assert!(m[1].get("toolCalls").is_none());
     // Nothing more arrives for the stream; cancelling again (or an unknown id) is null.
     assert_eq!(
         s.ok("agent.chat.cancel", json!({"streamId": id})),
@@ -108,7 +108,7 @@ fn a_tool_call_parsed_after_the_cancel_never_runs() {
     std::thread::sleep(Duration::from_millis(3500));
     assert!(!marker.exists(), "the tool call after the cancel ran");
     let m = messages(&mut s, "chat_cancel_late");
-    assert!(m.iter().all(|x| x.get("tool_calls").is_none()), "{m:?}");
+    assert!(m.iter().all(|x| x.get("toolCalls").is_none()), "{m:?}");
 }
 
 #[test]

@@ -61,14 +61,14 @@ fn sigkill_mid_tool_then_resume_closes_the_dangling_call() {
     let roles: Vec<&str> = m.iter().map(|x| x["role"].as_str().unwrap()).collect();
     assert_eq!(roles, ["user", "assistant", "tool", "assistant"], "{m:?}");
     assert_eq!(m[0]["content"], "read then wait");
-    assert_eq!(m[1]["tool_calls"][0]["id"], "r1");
+    assert_eq!(m[1]["toolCalls"][0]["id"], "r1");
     assert!(
         m[2]["content"]
             .as_str()
             .unwrap()
             .contains("\"success\":true")
     );
-    assert_eq!(m[3]["tool_calls"][0]["id"], "b1");
+    assert_eq!(m[3]["toolCalls"][0]["id"], "b1");
     assert_eq!(m[3]["content"], "now waiting");
     let seqs: Vec<i64> = m.iter().map(|x| x["seq"].as_i64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
@@ -94,7 +94,7 @@ fn sigkill_mid_tool_then_resume_closes_the_dangling_call() {
         ],
         "{m:?}"
     );
-    assert_eq!(m[4]["tool_call_id"], "b1");
+    assert_eq!(m[4]["toolCallId"], "b1");
     assert!(m[4]["content"].as_str().unwrap().contains("interrupted"));
     assert_eq!(m[5]["content"], "resumed answer");
     assert_eq!(m.iter().filter(|x| x["role"] == "user").count(), 1);

@@ -9,7 +9,7 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
 use std::path::Path;
 
-use common::{Opts, Sidecar};
+use common::{Opts, Sidecar, pids_with_arg, wait_until};
 use serde_json::{Value, json};
 
 fn invoke(s: &mut Sidecar, ws: &Path, command: &str, exec_sandbox: Option<Value>) -> Value {
@@ -408,32 +408,6 @@ fn plugin_executables_run_through_the_launcher() {
     );
     assert_eq!(tr["data"]["result"], "wrote", "{tr}");
     assert!(escape.exists());
-}
-
-fn pids_with_arg(arg: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline"))
-            && cmd.split(|b| *b == 0).any(|a| a == arg.as_bytes())
-        {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-fn wait_until(within: std::time::Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + within;
-    while std::time::Instant::now() < deadline {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
-    f()
 }
 
 #[test]

@@ -392,11 +392,12 @@ impl Turn {
         };
         let category = category(&c.name, mode, args);
         let session = self.session_key();
-        let remembered = match self.app.agent.approvals.get(&session, &c.name, &category) {
+        let remembered = match self.agent.approvals.get(&session, &c.name, &category) {
             Some(d) => Some((d, Source::SessionRule)),
             None => {
                 let (tool, cat) = (c.name.clone(), category.clone());
-                match persist::call(&self.app.store, move |s| s.approval_rule(&tool, &cat)).await {
+                match persist::call(&self.agent.store, move |s| s.approval_rule(&tool, &cat)).await
+                {
                     Ok(found) => found
                         .as_deref()
                         .and_then(Decision::parse)
@@ -530,12 +531,12 @@ impl Turn {
     async fn remember(&self, session: &str, tool: &str, category: &str, d: Decision) {
         match d {
             Decision::AllowForSession | Decision::DenyForSession => {
-                self.app.agent.approvals.put(session, tool, category, d)
+                self.agent.approvals.put(session, tool, category, d)
             }
             Decision::AllowAlways | Decision::DenyAlways => {
                 let (t, c, ds) = (tool.to_string(), category.to_string(), d.as_str());
                 if let Err(e) =
-                    persist::call(&self.app.store, move |s| s.put_approval_rule(&t, &c, ds)).await
+                    persist::call(&self.agent.store, move |s| s.put_approval_rule(&t, &c, ds)).await
                 {
                     tracing::warn!("cannot store the approval rule for {tool} ({category}): {e}");
                 }
@@ -550,7 +551,7 @@ impl Turn {
                 Some(t) => t.validate(args),
                 None => Err(format!("unknown tool '{name}'")),
             },
-            _ => match self.app.router.get(name) {
+            _ => match self.agent.router.get(name) {
                 Some(e) => e.validate(args),
                 None => Err(format!("unknown tool '{name}'")),
             },

@@ -120,7 +120,7 @@ impl Turn {
         let summary_text = summary.as_ref().map(|s| s.0.clone()).unwrap_or_default();
         let (rec, act, rsn) = (self.record_id.clone(), action, reason.to_string());
         let cid = id.clone();
-        persist::call(&self.app.store, move |s| {
+        persist::call(&self.agent.store, move |s| {
             let mut extra = Map::new();
             extra.insert("pre_tokens".into(), json!(pre));
             s.append_compaction(
@@ -154,7 +154,7 @@ impl Turn {
         })
         .await
         .map_err(|e| format!("cannot record the compaction in {}: {e}", self.record_id))?;
-        persist::append_seed(&self.app.store, &self.record_id, &items)
+        persist::append_seed(&self.agent.store, &self.record_id, &items)
             .await
             .map_err(|e| {
                 format!(

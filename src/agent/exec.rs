@@ -36,8 +36,9 @@ impl Turn {
     }
 
     fn spill_dir(&self) -> PathBuf {
-        self.app
-            .config()
+        self.agent
+            .config
+            .get()
             .home()
             .join("spill")
             .join(&self.emit.stream_id)
@@ -144,7 +145,7 @@ impl Turn {
     /// The call's mode, when the tool is known.
     pub(super) fn mode_of(&self, name: &str) -> Option<ToolMode> {
         match self.route(name) {
-            Route::Local => self.app.router.get(name).map(|e| e.mode),
+            Route::Local => self.agent.router.get(name).map(|e| e.mode),
             Route::Host(t) => t.map(|t| t.mode),
             Route::AskUser => None,
         }
@@ -152,7 +153,11 @@ impl Turn {
 
     fn concurrency_safe(&self, name: &str) -> bool {
         match self.route(name) {
-            Route::Local => self.app.router.get(name).is_none_or(|e| e.concurrency_safe),
+            Route::Local => self
+                .agent
+                .router
+                .get(name)
+                .is_none_or(|e| e.concurrency_safe),
             Route::Host(t) => t.is_none_or(|t| t.mode == ToolMode::Read),
             Route::AskUser => false,
         }
@@ -281,7 +286,7 @@ impl Turn {
         phase: &tokio_util::sync::CancellationToken,
         round: u64,
     ) -> impl std::future::Future<Output = ToolResult> + use<> {
-        let router = self.app.router.clone();
+        let router = self.agent.router.clone();
         let host = self.host.clone();
         let name = c.name.clone();
         let id = c.id.clone();
@@ -303,7 +308,7 @@ impl Turn {
             cancel: phase.child_token(),
             call_id: c.id.clone(),
             session_id: Some(self.session_key()),
-            lifecycle: Some(self.app.lifecycle.clone()),
+            lifecycle: Some(self.agent.lifecycle.clone()),
             exec_sandbox: self.p.exec_sandbox.clone(),
             host: Some(host.clone()),
             host_context: host_context.clone(),

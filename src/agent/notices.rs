@@ -1,36 +1,20 @@
-//! What a host sees of a turn: `stream.chunk` variants, `stream.error` and `stream.done`
-//! (reference §1.6). Hot-path chunks serialize from borrowed structs, no `Value` tree.
+//! A turn's voice: the `Emitter` turns what the loop does into `Event`s for its sink
+//! (reference §1.6 for what the host makes of them).
 
-use serde::Serialize;
-use serde_json::{Value, json};
+use std::sync::Arc;
 
+use serde_json::Value;
+
+use super::events::{Done, Event, EventSink};
 use crate::llm::{RawChunk, ToolCall};
-use crate::rpc::Out;
 
 /// Characters of a tool result shown in `toolResult.resultPreview`.
 pub const PREVIEW_CHARS: usize = 300;
 
 #[derive(Clone)]
 pub struct Emitter {
-    out: Out,
+    sink: Arc<dyn EventSink>,
     pub stream_id: String,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Delta<'a> {
-    stream_id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    delta: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning_delta: Option<&'a str>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Raw<'a> {
-    stream_id: &'a str,
-    raw_chunk: &'a RawChunk,
 }
 
 /// `text` cut to `n` characters with `…` when longer.
@@ -44,76 +28,66 @@ pub fn preview(text: &str, n: usize) -> String {
 }
 
 impl Emitter {
-    pub fn new(out: Out, stream_id: String) -> Emitter {
-        Emitter { out, stream_id }
+    pub fn new(sink: Arc<dyn EventSink>, stream_id: String) -> Emitter {
+        Emitter { sink, stream_id }
     }
 
     pub fn delta(&self, text: &str) {
-        if text.is_empty() {
-            return;
-        }
-        self.out.notify(
-            "stream.chunk",
-            &Delta {
+        if !text.is_empty() {
+            self.sink.emit(Event::Delta {
                 stream_id: &self.stream_id,
-                delta: Some(text),
-                reasoning_delta: None,
-            },
-        );
+                text,
+            });
+        }
     }
 
     pub fn reasoning(&self, text: &str) {
-        if text.is_empty() {
-            return;
-        }
-        self.out.notify(
-            "stream.chunk",
-            &Delta {
+        if !text.is_empty() {
+            self.sink.emit(Event::Reasoning {
                 stream_id: &self.stream_id,
-                delta: None,
-                reasoning_delta: Some(text),
-            },
-        );
+                text,
+            });
+        }
     }
 
     pub fn raw(&self, chunk: &RawChunk) {
-        self.out.notify(
-            "stream.chunk",
-            &Raw {
-                stream_id: &self.stream_id,
-                raw_chunk: chunk,
-            },
-        );
+        self.sink.emit(Event::Raw {
+            stream_id: &self.stream_id,
+            chunk,
+        });
     }
 
-    fn chunk(&self, key: &str, v: Value) {
-        self.out
-            .notify("stream.chunk", &json!({"streamId": self.stream_id, key: v}));
+    pub fn tool_call(&self, call: &ToolCall) {
+        self.sink.emit(Event::ToolCall {
+            stream_id: &self.stream_id,
+            call,
+        });
     }
 
-    pub fn tool_call(&self, c: &ToolCall) {
-        self.chunk(
-            "toolCall",
-            json!({"id": c.id, "name": c.name, "arguments": c.arguments}),
-        );
+    pub fn tool_result(&self, result: Value) {
+        self.sink.emit(Event::ToolResult {
+            stream_id: &self.stream_id,
+            result: &result,
+        });
     }
 
-    pub fn tool_result(&self, v: Value) {
-        self.chunk("toolResult", v);
-    }
-
-    pub fn notice(&self, v: Value) {
-        self.chunk("notice", v);
+    pub fn notice(&self, notice: Value) {
+        self.sink.emit(Event::Notice {
+            stream_id: &self.stream_id,
+            notice: &notice,
+        });
     }
 
     pub fn error(&self, kind: &str, message: &str, trace_id: &str) {
-        self.out.notify(
-            "stream.error",
-            &json!({"streamId": self.stream_id, "kind": kind, "message": message, "traceId": trace_id}),
-        );
+        self.sink.emit(Event::Error {
+            stream_id: &self.stream_id,
+            kind,
+            message,
+            trace_id,
+        });
     }
 
-    pub fn done(&self, v: Value) {
-        self.out.notify("stream.done", &v);
+    pub fn done(&self, done: &Done) {
+        self.sink.emit(Event::Done(done));
     }
 }

@@ -3,7 +3,7 @@
 //! message naming the field and the fix.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -17,6 +17,7 @@ use crate::llm::{
     presets::PresetMode,
 };
 use crate::sandbox::ExecSandboxRequest;
+use crate::strict;
 
 /// `maxRounds` when unset (DESIGN.md loop defaults) and its ceiling.
 pub const DEFAULT_MAX_ROUNDS: u64 = 80;
@@ -37,8 +38,9 @@ pub const CACHED_TOKEN_WEIGHT: f64 = 0.1;
 /// A `systemPrompt` longer than this many characters (~4096 tokens) is cut with a marker.
 pub const MAX_SYSTEM_PROMPT_CHARS: usize = 16_384;
 
-/// The raw params; unknown keys are tolerated (hosts send reference-only extras) except the
-/// reference features this build does not have, which are refused by `refuse_unsupported`.
+/// The raw params beside `ProviderParams`. A key neither struct knows is refused by
+/// `refuse_unknown`; the reference features this build does not have are known but refused
+/// by `refuse_unsupported` with their own message.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Raw {
@@ -58,6 +60,9 @@ struct Raw {
     record_id: Option<String>,
     #[serde(default)]
     resume: bool,
+    /// Seed the turn with the record's projection and append `messages` to it.
+    #[serde(default)]
+    from_record: bool,
     max_rounds: Option<u64>,
     max_tool_errors: Option<u64>,
     budget_tokens: Option<u64>,
@@ -124,6 +129,8 @@ pub struct ChatParams {
     pub chat_id: Option<String>,
     pub record_id: Option<String>,
     pub resume: bool,
+    /// `fromRecord: true`: `messages` are appended to the record's projection.
+    pub from_record: bool,
     pub cfg: LoopConfig,
     pub temperature: Option<f64>,
     pub top_p: Option<f64>,
@@ -188,8 +195,10 @@ fn parse_approval(v: Option<&Value>) -> Result<ApprovalRequest, String> {
                 ));
             }
             other => {
-                return Err(format!(
-                    "approval.{other} is not a known field (expected mode, timeoutMs)"
+                return Err(strict::unknown_field(
+                    "approval",
+                    other,
+                    &["mode", "timeoutMs", "storePath", "policyPath"],
                 ));
             }
         }
@@ -237,6 +246,29 @@ fn refuse_unsupported(obj: &Map<String, Value>) -> Result<(), String> {
     Ok(())
 }
 
+/// Every top-level key the chat params accept: `Raw`'s and `ProviderParams`' fields
+/// (aliases such as `base_url` included) and the refused reference features.
+fn known_fields() -> &'static [&'static str] {
+    static KNOWN: OnceLock<Vec<&'static str>> = OnceLock::new();
+    KNOWN.get_or_init(|| {
+        let mut k = strict::fields_of::<Raw>().to_vec();
+        k.extend(strict::fields_of::<ProviderParams>());
+        k.extend(UNSUPPORTED.iter().map(|(name, _)| *name));
+        k.push("subagent");
+        k
+    })
+}
+
+/// A misspelt knob must not silently fall back to its default: any key outside
+/// `known_fields` is refused naming the nearest known one.
+fn refuse_unknown(obj: &Map<String, Value>) -> Result<(), String> {
+    let known = known_fields();
+    match obj.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(strict::unknown_field("", k, known)),
+        None => Ok(()),
+    }
+}
+
 fn ranged(name: &str, v: Option<u64>, default: u64, min: u64, max: u64) -> Result<u64, String> {
     let n = v.unwrap_or(default);
     if n < min || n > max {
@@ -279,11 +311,11 @@ pub fn parse(v: &Value, settings: LlmSettings, method: Method) -> Result<ChatPar
     let Value::Object(obj) = v else {
         return Err("params must be an object".into());
     };
-    let raw: Raw = serde_json::from_value(v.clone()).map_err(|e| format!("invalid params: {e}"))?;
+    refuse_unknown(obj)?;
+    let raw: Raw = strict::decode(v)?;
     refuse_unsupported(obj)?;
     // Provider construction.
-    let pp: ProviderParams =
-        serde_json::from_value(v.clone()).map_err(|e| format!("invalid params: {e}"))?;
+    let pp: ProviderParams = strict::decode(v)?;
     if pp.provider.trim().is_empty() {
         return Err(
             "failed to construct LLM provider: provider is required (e.g. \"openai_compat\" or \"scripted\")".into(),
@@ -476,6 +508,7 @@ pub fn parse(v: &Value, settings: LlmSettings, method: Method) -> Result<ChatPar
         chat_id: raw.chat_id.filter(|s| !s.trim().is_empty()),
         record_id: raw.record_id.filter(|s| !s.trim().is_empty()),
         resume: raw.resume,
+        from_record: raw.from_record,
         cfg: LoopConfig {
             max_rounds,
             max_tool_errors,
@@ -568,5 +601,104 @@ mod tests {
         assert!(p(scripted(json!({"subagent": false, "useCoreLoop": false}))).is_ok());
         let c = p(scripted(json!({"maxContextTokens": 1000, "maxRounds": 3}))).unwrap();
         assert_eq!(c.cfg.budget_tokens, 2000);
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_the_nearest_known_one() {
+        let e = |extra: Value| p(scripted(extra)).err().unwrap();
+        assert_eq!(
+            e(json!({"maxRoundz": 5})),
+            "unknown field 'maxRoundz' (did you mean 'maxRounds'?)"
+        );
+        assert_eq!(
+            e(json!({"max_rounds": 5})),
+            "unknown field 'max_rounds' (did you mean 'maxRounds'?)"
+        );
+        assert_eq!(
+            e(json!({"prompt": "hi"})),
+            "unknown field 'prompt' (did you mean 'messages'?)"
+        );
+        // Provider fields belong to the same object: a typo there is caught too.
+        assert_eq!(
+            e(json!({"scriptPth": "x"})),
+            "unknown field 'scriptPth' (did you mean 'scriptPath'?)"
+        );
+        assert_eq!(
+            e(json!({"maxRounds": "5"})),
+            "maxRounds: expected an integer, got \"5\""
+        );
+        let e2 = e(json!({"messages": [{"role": "user", "text": "hi"}]}));
+        assert_eq!(
+            e2,
+            "messages[0]: unknown field 'text' (did you mean 'content'?)"
+        );
+        assert_eq!(
+            e(json!({"approval": {"mdoe": "host"}})),
+            "approval: unknown field 'mdoe' (did you mean 'mode'?)"
+        );
+        // Refused features keep their own message.
+        assert!(e(json!({"skills": {"roots": ["/x"]}})).starts_with("skills is not supported"));
+    }
+
+    #[test]
+    fn every_reference_field_is_known() {
+        let known = known_fields();
+        for f in [
+            "provider",
+            "model",
+            "messages",
+            "baseUrl",
+            "base_url",
+            "apiKey",
+            "api_key",
+            "temperature",
+            "maxTokens",
+            "reasoningEffort",
+            "providerOptions",
+            "compat",
+            "presets",
+            "useCoreLoop",
+            "streamId",
+            "chatId",
+            "recordId",
+            "resume",
+            "maxRounds",
+            "maxToolErrors",
+            "budgetTokens",
+            "budgetMaxToolCalls",
+            "softTimeoutMs",
+            "toolTimeoutMs",
+            "steerMode",
+            "maxContextTokens",
+            "contentMode",
+            "streamRawChunks",
+            "systemPrompt",
+            "antiHallucination",
+            "worldState",
+            "skills",
+            "tools",
+            "toolsViaHost",
+            "toolContext",
+            "askUser",
+            "mcp",
+            "execSandbox",
+            "approval",
+            "subagent",
+            "orchestration",
+            "script",
+            "scriptPath",
+            "cwd",
+            "toolsStrategy",
+            "sessionId",
+            "topP",
+            "untilSeq",
+            "traceId",
+            "fromRecord",
+        ] {
+            assert!(known.contains(&f), "{f} is not accepted");
+        }
+        let c = p(scripted(json!({"fromRecord": true, "recordId": "r"}))).unwrap();
+        assert!(c.from_record);
+        assert!(!p(scripted(json!({}))).unwrap().from_record);
     }
 }

@@ -105,11 +105,11 @@ pub fn kind_for(m: &Message) -> ItemKind {
 async fn blocking<T: Send + 'static>(
     store: &Arc<Store>,
     f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, String> {
+) -> Result<T, StoreError> {
     let store = store.clone();
     match tokio::task::spawn_blocking(move || f(&store)).await {
-        Ok(r) => r.map_err(|e| e.to_string()),
-        Err(e) => Err(format!("the store task failed: {e}")),
+        Ok(r) => r,
+        Err(e) => Err(StoreError::Task(e.to_string())),
     }
 }
 
@@ -118,7 +118,7 @@ pub async fn append(
     record: &str,
     kind: ItemKind,
     m: &Message,
-) -> Result<i64, String> {
+) -> Result<i64, StoreError> {
     let (record, msg, tokens) = (record.to_string(), to_record(m), estimate_tokens(m));
     blocking(store, move |s| s.append(&record, kind, &msg, tokens)).await
 }
@@ -127,7 +127,7 @@ pub async fn append_seed(
     store: &Arc<Store>,
     record: &str,
     messages: &[Message],
-) -> Result<i64, String> {
+) -> Result<i64, StoreError> {
     let seed = Seed {
         source: None,
         messages: messages.iter().map(to_record).collect(),
@@ -142,7 +142,7 @@ pub async fn append_seed(
 pub async fn projection(
     store: &Arc<Store>,
     record: &str,
-) -> Result<Option<Vec<Projected>>, String> {
+) -> Result<Option<Vec<Projected>>, StoreError> {
     let record = record.to_string();
     blocking(store, move |s| {
         if !s.record_exists(&record)? {
@@ -156,7 +156,7 @@ pub async fn projection(
 pub async fn call<T: Send + 'static>(
     store: &Arc<Store>,
     f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, String> {
+) -> Result<T, StoreError> {
     blocking(store, f).await
 }
 

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 
+use super::Agent;
 use super::approval;
 use super::compaction as cx;
 use super::display::DisplayFilter;
@@ -17,7 +18,6 @@ use super::persist;
 use super::seed;
 use super::stream::StreamHandle;
 use super::trace::Trace;
-use crate::app::App;
 use crate::host::HostLink;
 use crate::llm::{LlmError, LlmEvent, LlmRequest, Message, Role, ToolCall, Usage};
 use crate::protocol::host::ReadStateSeed;
@@ -70,7 +70,7 @@ pub type Totals = Arc<Mutex<Usage>>;
 
 /// A turn in progress.
 pub struct Turn {
-    pub app: Arc<App>,
+    pub agent: Arc<Agent>,
     pub p: ChatParams,
     pub handle: Arc<StreamHandle>,
     pub emit: Emitter,
@@ -121,7 +121,7 @@ enum Streamed {
 impl Turn {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        app: Arc<App>,
+        agent: Arc<Agent>,
         p: ChatParams,
         handle: Arc<StreamHandle>,
         emit: Emitter,
@@ -133,7 +133,7 @@ impl Turn {
     ) -> Turn {
         let kinds = items.iter().map(persist::kind_for).collect();
         let todos = last_todos(&items);
-        let settings = app.settings();
+        let settings = agent.config.settings();
         let approval = approval::Policy {
             mode: if settings.approval_pinned {
                 approval::Mode::Host
@@ -149,14 +149,14 @@ impl Turn {
                 .timeout
                 .unwrap_or(Duration::from_millis(settings.approval_timeout_ms)),
         };
-        let host: Arc<dyn HostLink> = app.reverse.clone();
+        let host: Arc<dyn HostLink> = agent.host.clone();
         Turn {
             host,
             approval,
             todos,
             todo_reminders: 0,
             display: DisplayFilter::new(),
-            app,
+            agent,
             p,
             handle,
             emit,
@@ -187,7 +187,7 @@ impl Turn {
         while self.persisted < self.items.len() {
             let i = self.persisted;
             persist::append(
-                &self.app.store,
+                &self.agent.store,
                 &self.record_id,
                 self.kinds[i].clone(),
                 &self.items[i],
@@ -462,14 +462,14 @@ impl Turn {
         let mut out: Vec<Value> = match &self.p.host_tools {
             Some(h) => {
                 let mut v: Vec<Value> = h.tools.iter().map(|t| t.descriptor()).collect();
-                v.extend(self.app.router.get(todo::NAME).map(|e| describe(&e)));
+                v.extend(self.agent.router.get(todo::NAME).map(|e| describe(&e)));
                 v
             }
             None => self
                 .p
                 .cfg
                 .strategy
-                .select(&self.app.router)
+                .select(&self.agent.router)
                 .iter()
                 .map(|e| describe(e))
                 .collect(),

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::persist;
 use crate::llm::{Message, Role};
-use crate::store::{Boundary, BoundaryAction, Projected, Store};
+use crate::store::{Boundary, BoundaryAction, Projected, Store, StoreError};
 
 /// The content of the synthetic result that closes a call the record never answered.
 pub const INTERRUPTED: &str = "{\"success\":false,\"error\":\"interrupted: the turn ended before this tool call produced a result\"}";
@@ -100,7 +100,7 @@ pub async fn reconcile(
     store: &Arc<Store>,
     record: &str,
     host: Vec<Message>,
-) -> Result<Start, String> {
+) -> Result<Start, StoreError> {
     let projected = persist::projection(store, record).await?;
     let Some(projected) = projected.filter(|p| !p.is_empty()) else {
         return Ok(Start {

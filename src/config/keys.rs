@@ -149,7 +149,25 @@ pub static KEYS: &[KeySpec] = &[
             max: 1_000_000,
         },
         default: || json!(1024),
-        doc: "requests running at once; further frames wait to be read (back-pressure)",
+        doc: "requests (other than control methods) whose handlers run at once",
+    },
+    KeySpec {
+        name: "max_queued_requests",
+        kind: Kind::Int {
+            min: 0,
+            max: 1_000_000,
+        },
+        default: || json!(1024),
+        doc: "requests waiting for an in-flight slot; when full, stdin is not read (back-pressure)",
+    },
+    KeySpec {
+        name: "max_inflight_control_requests",
+        kind: Kind::Int {
+            min: 16,
+            max: 1_000_000,
+        },
+        default: || json!(1024),
+        doc: "control methods (ping, shutdown, cancels, steer, compact) running at once",
     },
     KeySpec {
         name: "plugin_max_output_bytes",

@@ -336,6 +336,14 @@ impl Config {
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
                 .unwrap_or(1024),
+            max_queued_requests: get("max_queued_requests")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(1024),
+            max_inflight_control_requests: get("max_inflight_control_requests")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(1024),
             plugin_max_output_bytes: get("plugin_max_output_bytes")
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
@@ -421,6 +429,10 @@ pub struct Settings {
     pub storage_sync: crate::store::SyncMode,
     pub max_frame_bytes: usize,
     pub max_inflight_requests: usize,
+    /// Requests waiting for an in-flight slot before stdin stops being read.
+    pub max_queued_requests: usize,
+    /// Control methods running at once (their own slots, apart from the others').
+    pub max_inflight_control_requests: usize,
     pub plugin_max_output_bytes: usize,
     /// Model providers (`llm_*` keys).
     pub llm_connect_timeout: Duration,

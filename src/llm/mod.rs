@@ -112,10 +112,14 @@ pub fn http_client(settings: &LlmSettings) -> Result<reqwest::Client, LlmError> 
         .map_err(|message| LlmError::Config { message })
 }
 
-/// The provider-selection subset of `agent.chat.stream` params (§1.8).
+/// The provider-selection subset of `agent.chat.stream` params (§1.8). Not
+/// `deny_unknown_fields`: it shares the params object with the loop's fields, and
+/// `agent::params` checks unknown keys against the union of both.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderParams {
+    /// Defaulted so a missing provider gets the "provider is required" message.
+    #[serde(default)]
     pub provider: String,
     #[serde(default)]
     pub model: String,
@@ -221,18 +225,46 @@ pub fn parse_messages(v: &Value) -> Result<Vec<Message>, String> {
     items
         .iter()
         .enumerate()
-        .map(|(i, m)| {
-            Message::deserialize(m).map_err(|e| {
-                let e = e.to_string();
-                // Keep the reference's wording for the common case hosts match on.
-                if e.starts_with("invalid role") {
-                    e
-                } else {
-                    format!("messages[{i}]: {e}")
-                }
-            })
-        })
+        .map(|(i, m)| parse_message(i, m))
         .collect()
+}
+
+/// One message: the shape strictly (unknown keys refused with the nearest known one), then
+/// what its role needs. `content` is checked on the raw object because `null` and a
+/// missing key both decode to an empty string.
+fn parse_message(i: usize, v: &Value) -> Result<Message, String> {
+    let at = format!("messages[{i}]");
+    let Value::Object(o) = v else {
+        return Err(format!(
+            "{at}: expected an object {{role, content}}, got {}",
+            crate::strict::quote(v)
+        ));
+    };
+    // First, with the reference's wording hosts match on (`invalid role: 'x'`).
+    if let Some(Value::String(r)) = o.get("role") {
+        Role::parse(r)?;
+    }
+    let mut m: Message = crate::strict::decode_at(v, &at)?;
+    let has_content = o.get("content").is_some_and(|c| !c.is_null());
+    let role = m.role.as_str();
+    match m.role {
+        Role::System | Role::User if !has_content && m.parts.is_empty() => Err(format!(
+            "{at}: content is required on a {role} message (the text, as a string)"
+        )),
+        Role::Assistant if !has_content && m.tool_calls.is_empty() => Err(format!(
+            "{at}: content is required on an assistant message without toolCalls"
+        )),
+        Role::Tool if m.tool_call_id.is_none() => Err(format!(
+            "{at}: toolCallId is required on a tool message (the id of the call it answers)"
+        )),
+        Role::Tool if !has_content => Err(format!(
+            "{at}: content is required on a tool message (the tool's result, as a string)"
+        )),
+        _ => Ok(()),
+    }?;
+    // Output-only: the record assigns seqs.
+    m.seq = None;
+    Ok(m)
 }
 
 #[cfg(test)]
@@ -276,5 +308,44 @@ mod tests {
         assert_eq!(m[1].tool_call_id.as_deref(), Some("c"));
         let e = parse_messages(&json!([{"role": "wizard", "content": "x"}])).unwrap_err();
         assert!(e.starts_with("invalid role: 'wizard'"), "{e}");
+    }
+
+    #[test]
+    fn messages_are_strict_and_role_aware() {
+        let e = |v: Value| parse_messages(&v).unwrap_err();
+        assert_eq!(
+            e(json!([{"role": "user", "text": "hi"}])),
+            "messages[0]: unknown field 'text' (did you mean 'content'?)"
+        );
+        assert_eq!(
+            e(json!([{"role": "tool", "content": "x", "tool_call_id": "c"}])),
+            "messages[0]: unknown field 'tool_call_id' (did you mean 'toolCallId'?)"
+        );
+        assert_eq!(
+            e(
+                json!([{"role": "assistant", "content": "", "toolCalls": [{"id": "c", "name": "f", "args": {}}]}])
+            ),
+            "messages[0].toolCalls[0]: unknown field 'args' (did you mean 'arguments'?)"
+        );
+        assert!(e(json!([{"role": "user"}])).starts_with("messages[0]: content is required"));
+        assert!(
+            e(json!([{"role": "user", "content": "a"}, {"role": "system", "content": null}]))
+                .starts_with("messages[1]: content is required")
+        );
+        assert!(e(json!([{"role": "assistant"}])).contains("without toolCalls"));
+        assert!(e(json!([{"role": "tool", "content": "x"}])).contains("toolCallId is required"));
+        assert!(e(json!([{"content": "x"}])).contains("messages[0].role is required"));
+        assert_eq!(
+            e(json!([{"role": "user", "content": 5}])),
+            "messages[0].content: expected a string, got 5"
+        );
+        assert!(e(json!(["hi"])).starts_with("messages[0]: expected an object"));
+        // The output shape parses back: `seq` is accepted and dropped.
+        let m = parse_messages(&json!([
+            {"seq": 3, "role": "assistant", "content": "", "toolCalls": [{"id": "c", "name": "f", "arguments": {}}]},
+            {"role": "user", "parts": [{"type": "text", "text": "hi"}]}
+        ]))
+        .unwrap();
+        assert_eq!(m[0].seq, None);
     }
 }

@@ -55,10 +55,16 @@ pub struct Part {
     pub media_type: Option<String>,
 }
 
-/// A chat message in the wire vocabulary of `agent.chat.stream` (§1.8), camelCase.
+/// A chat message in the wire vocabulary of `agent.chat.stream` (§1.8), camelCase. The one
+/// shape for input (`messages`) and output (`agent.session.messages`), so a host can send a
+/// stored history back unchanged. Unknown keys are refused (`llm::parse_messages` names the
+/// nearest known one).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Message {
+    /// The record's seq on output (`agent.session.messages`); accepted and ignored on input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<i64>,
     #[serde(deserialize_with = "de_role")]
     pub role: Role,
     #[serde(default, deserialize_with = "de_content")]
@@ -86,6 +92,7 @@ pub struct Message {
 impl Message {
     pub fn new(role: Role, content: impl Into<String>) -> Message {
         Message {
+            seq: None,
             role,
             content: content.into(),
             name: None,
@@ -109,8 +116,9 @@ fn de_content<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error
 }
 
 /// A complete tool call: what the model asked for, after every fragment was accumulated.
+/// In `messages[].toolCalls` unknown keys are refused, like the message's own.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ToolCall {
     pub id: String,
     pub name: String,

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub mod host;
+pub mod ts;
 
 pub const PROTOCOL_VERSION: &str = "0.1.0";
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,5 +1,8 @@
 //! From a parsed line to handler tasks and responses. Every request runs as its own task,
-//! so a slow handler never delays another request.
+//! so a slow handler never delays another request. Control methods (`CONTROL_METHODS`) and
+//! responses to our reverse requests run at once; every other request takes one of
+//! `max_inflight_requests` slots or waits in the bounded queue (`intake`), and when both are
+//! full the dispatcher stops taking lines (the back-pressure `server` relies on).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,6 +14,7 @@ use tokio::sync::oneshot;
 
 use super::error::{ErrorKind, Outcome, RpcError};
 use super::frame::{Incoming, Line, RawId, parse_line};
+use super::intake::{Intake, Ticket, id_key};
 use super::methods;
 use super::writer::{Out, encode_response};
 use crate::app::App;
@@ -18,6 +22,28 @@ use crate::catch_panic::CatchPanic;
 
 pub type HandlerFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 pub type Handler = fn(Arc<App>, Call) -> HandlerFuture;
+
+/// Methods that never wait behind the in-flight limit or the queue: they answer at once and
+/// are how a host regains control while every slot is busy.
+pub const CONTROL_METHODS: &[&str] = &[
+    "system.ping",
+    "system.shutdown",
+    "system.shutdown_now",
+    "agent.chat.cancel",
+    "agent.chat.steer",
+    "agent.chat.compact",
+    "request.cancel",
+];
+
+/// A request admitted but not yet started.
+pub struct Job {
+    handler: Handler,
+    params: Value,
+    replier: Replier,
+}
+
+/// Slots, queue and cancel-by-id registry of the requests that are not control methods.
+pub type Requests = Intake<Job>;
 
 /// Where a request's single response goes.
 enum Target {
@@ -61,14 +87,15 @@ pub struct Call {
 }
 
 impl Call {
-    /// Params as an object type; omitted params read as `{}`.
+    /// Params as an object type; omitted params read as `{}`. Unknown fields and type errors
+    /// are refused naming the field (`crate::strict`).
     pub fn params<T: DeserializeOwned>(&self) -> Result<T, RpcError> {
         match &self.params {
-            Value::Null => serde_json::from_value(Value::Object(Default::default())),
-            Value::Object(_) => serde_json::from_value(self.params.clone()),
+            Value::Null => crate::strict::decode(&Value::Object(Default::default())),
+            Value::Object(_) => crate::strict::decode(&self.params),
             _ => return Err(RpcError::invalid_params("params must be an object")),
         }
-        .map_err(|e| RpcError::invalid_params(format!("invalid params: {e}")))
+        .map_err(RpcError::invalid_params)
     }
 
     /// Answers now, before the handler finishes (e.g. a stream id, or shutdown's `null`),
@@ -150,14 +177,16 @@ async fn dispatch_batch(app: &Arc<App>, items: Vec<Incoming>) {
 async fn handle(app: &Arc<App>, incoming: Incoming, target: impl FnOnce(RawId) -> Target) {
     match incoming {
         Incoming::Request { id, method, params } => {
+            // Only requests that can wait in the intake are cancellable by id.
+            let key = (!CONTROL_METHODS.contains(&method.as_str())).then(|| id_key(id.get()));
             let replier = Replier::new(Some(target(id)));
             match lookup(app, &method) {
                 None => replier.send(&Err(RpcError::method_not_found(&method))),
-                Some(h) => run(app, h, params, replier).await,
+                Some(h) => run(app, &method, key, h, params, replier).await,
             }
         }
         Incoming::Notification { method, params } => match lookup(app, &method) {
-            Some(h) => run(app, h, params, Replier::new(None)).await,
+            Some(h) => run(app, &method, None, h, params, Replier::new(None)).await,
             None => tracing::debug!("ignoring notification for unknown method '{method}'"),
         },
         Incoming::Response { id, outcome } => {
@@ -181,20 +210,105 @@ async fn handle(app: &Arc<App>, incoming: Incoming, target: impl FnOnce(RawId) -
     }
 }
 
-/// Starts a handler task once an in-flight slot is free (`max_inflight_requests`), so a
-/// host that pipelines faster than we answer meets back-pressure instead of growing memory.
-async fn run(app: &Arc<App>, handler: Handler, params: Value, replier: Replier) {
-    let permit = app.inflight.clone().acquire_owned().await.ok();
-    let call = Call {
+/// Runs a control method at once; anything else once an in-flight slot is free, waiting
+/// here (and so holding up the next line) only while slots and queue are both full.
+async fn run(
+    app: &Arc<App>,
+    method: &str,
+    key: Option<String>,
+    handler: Handler,
+    params: Value,
+    replier: Replier,
+) {
+    if CONTROL_METHODS.contains(&method) {
+        let slot = app.requests.control_slot().await;
+        let fut = CatchPanic(handler(
+            app.clone(),
+            Call {
+                params,
+                replier: replier.clone(),
+            },
+        ));
+        app.lifecycle.spawn(async move {
+            let result = fut.await.unwrap_or_else(|p| Err(panicked(&p)));
+            replier.send(&result);
+            drop(slot);
+        });
+        return;
+    }
+    let job = Job {
+        handler,
         params,
-        replier: replier.clone(),
+        replier,
     };
-    let fut = CatchPanic(handler(app.clone(), call));
+    if let Some((ticket, job)) = app.requests.admit_waiting(key, job).await {
+        start(app, ticket, job);
+    }
+}
+
+fn panicked(p: &str) -> RpcError {
+    RpcError::internal(format!("handler panicked: {p}"))
+}
+
+/// What a request cancelled by `request.cancel` answers.
+pub fn cancelled() -> RpcError {
+    RpcError::new(
+        ErrorKind::Cancelled,
+        "cancelled by request.cancel before it finished",
+    )
+}
+
+/// Runs an admitted job in its slot. A cancel drops the handler future at once (tools' process
+/// groups die with their guards) and answers `cancelled`; either way the slot goes to the
+/// oldest waiting job.
+fn start(app: &Arc<App>, ticket: Ticket, job: Job) {
+    let Job {
+        handler,
+        params,
+        replier,
+    } = job;
+    let fut = CatchPanic(handler(
+        app.clone(),
+        Call {
+            params,
+            replier: replier.clone(),
+        },
+    ));
+    let owner = app.clone();
     app.lifecycle.spawn(async move {
-        let result = fut
-            .await
-            .unwrap_or_else(|p| Err(RpcError::internal(format!("handler panicked: {p}"))));
+        let result = tokio::select! {
+            biased;
+            _ = ticket.cancel.cancelled() => Err(cancelled()),
+            r = fut => r.unwrap_or_else(|p| Err(panicked(&p))),
+        };
+        // Forget the id before answering, so a cancel racing the answer reports `false`.
+        let next = owner.requests.finish(&ticket);
         replier.send(&result);
-        drop(permit);
+        if let Some((ticket, job)) = next {
+            start(&owner, ticket, job);
+        }
     });
+}
+
+/// `request.cancel`: cancels the queued or running requests with this id (canonical text, see
+/// `intake::id_key`). Returns whether there was one.
+pub fn cancel_request(app: &App, key: &str) -> bool {
+    let c = app.requests.cancel(key);
+    for job in c.removed {
+        job.replier.send(&Err(cancelled()));
+    }
+    c.found
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_control_method_is_in_the_table() {
+        for name in super::CONTROL_METHODS {
+            assert!(
+                super::methods::find(name, false).is_some(),
+                "control method `{name}` is not in the method table"
+            );
+        }
+    }
 }

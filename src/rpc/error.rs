@@ -140,3 +140,28 @@ impl std::fmt::Display for RpcError {
 }
 
 impl std::error::Error for RpcError {}
+
+/// Store failures by class: missing things are `not_found`, refused input `invalid_params`,
+/// the rest `storage`.
+impl From<crate::store::StoreError> for RpcError {
+    fn from(e: crate::store::StoreError) -> Self {
+        use crate::store::ErrorClass;
+        let kind = match e.class() {
+            ErrorClass::NotFound => ErrorKind::NotFound,
+            ErrorClass::InvalidParams => ErrorKind::InvalidParams,
+            ErrorClass::Storage => ErrorKind::Storage,
+        };
+        RpcError::new(kind, e.to_string())
+    }
+}
+
+impl From<crate::agent::AgentError> for RpcError {
+    fn from(e: crate::agent::AgentError) -> Self {
+        use crate::agent::AgentError;
+        match e {
+            AgentError::InvalidParams(m) => RpcError::invalid_params(m),
+            AgentError::NotFound(m) => RpcError::new(ErrorKind::NotFound, m),
+            AgentError::Storage(m) => RpcError::new(ErrorKind::Storage, m),
+        }
+    }
+}

@@ -1,5 +1,6 @@
-//! Reads stdin as bytes, one frame per line, on its own thread. A line longer than the
-//! limit is discarded up to its newline (never buffered whole) and reported.
+//! Reads the input (stdin in serve mode) as bytes, one frame per line, on the server core's
+//! reader thread. A line longer than the limit is discarded up to its newline (never
+//! buffered whole) and reported.
 
 use std::io::{BufRead, ErrorKind};
 

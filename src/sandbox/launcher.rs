@@ -201,12 +201,14 @@ fn launch(spec: &LaunchSpec, argv: &[OsString]) -> Result<i32, String> {
     } else {
         // SAFETY: getpid cannot fail.
         let me = unsafe { libc::getpid() };
+        // SAFETY: the launcher is single-threaded here, so the child may run any code.
         match unsafe { libc::fork() } {
             -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
             0 => {
                 let _ = set_death_signal(libc::SIGKILL);
                 // SAFETY: getppid cannot fail.
                 if unsafe { libc::getppid() } != me {
+                    // SAFETY: _exit ends the process without running destructors.
                     unsafe { libc::_exit(LAUNCH_FAILED) }
                 }
                 exec(&args)
@@ -249,6 +251,7 @@ fn run_init(spec: &LaunchSpec, args: &[CString], alive: libc::c_int) -> i32 {
         events: libc::POLLIN,
         revents: 0,
     };
+    // SAFETY: `pfd` is a valid pollfd for the call's duration; a zero timeout never blocks.
     if unsafe { libc::poll(&mut pfd, 1, 0) } != 0 {
         return LAUNCH_FAILED;
     }
@@ -377,6 +380,7 @@ fn run_probe() -> ProbeReport {
                 r.namespaces = true;
                 // SAFETY: single-threaded; the child only exits.
                 match unsafe { libc::fork() } {
+                    // SAFETY: the child only reads its pid and exits.
                     0 => unsafe { libc::_exit(if libc::getpid() == 1 { 0 } else { 1 }) },
                     -1 => r.errors.push("namespaces: fork failed".into()),
                     pid => {

@@ -42,6 +42,8 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("storage failure: cannot encode an entry: {0}")]
     Encode(#[from] serde_json::Error),
+    #[error("storage failure: the store task failed: {0}")]
+    Task(String),
 }
 
 /// How a failure reads on the wire.
@@ -65,7 +67,8 @@ impl StoreError {
             | StoreError::NewerSchema { .. }
             | StoreError::Open { .. }
             | StoreError::Sqlite(_)
-            | StoreError::Encode(_) => ErrorClass::Storage,
+            | StoreError::Encode(_)
+            | StoreError::Task(_) => ErrorClass::Storage,
         }
     }
 

@@ -300,3 +300,31 @@ pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     std::fs::write(&p, text).unwrap();
     p
 }
+
+/// Host pids of live processes one of whose arguments is exactly `arg`.
+pub fn pids_with_arg(arg: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline"))
+            && cmd.split(|b| *b == 0).any(|a| a == arg.as_bytes())
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Polls `f` until it holds or `within` passes; returns its last answer.
+pub fn wait_until(within: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    f()
+}

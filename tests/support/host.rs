@@ -68,7 +68,7 @@ pub fn descriptor(name: &str, props: Value, required: &[&str]) -> Value {
 pub fn tool_body(messages: &[Value], id: &str) -> Value {
     let m = messages
         .iter()
-        .find(|m| m["role"] == "tool" && (m["tool_call_id"] == id || m["toolCallId"] == id))
+        .find(|m| m["role"] == "tool" && m["toolCallId"] == id)
         .unwrap_or_else(|| panic!("no tool message for {id}: {messages:?}"));
     serde_json::from_str(m["content"].as_str().unwrap()).unwrap()
 }

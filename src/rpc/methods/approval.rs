@@ -13,11 +13,7 @@ use crate::protocol::host::{
 use crate::agent::persist;
 use crate::app::App;
 use crate::rpc::dispatch::Call;
-use crate::rpc::error::{ErrorKind, Outcome, RpcError, reply};
-
-fn storage(e: String) -> RpcError {
-    RpcError::new(ErrorKind::Storage, e)
-}
+use crate::rpc::error::{Outcome, reply};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -25,9 +21,7 @@ struct ListParams {}
 
 pub async fn list(app: Arc<App>, call: Call) -> Outcome {
     let _: ListParams = call.params()?;
-    let rows = persist::call(&app.store, |s| s.list_approval_rules())
-        .await
-        .map_err(storage)?;
+    let rows = persist::call(&app.store, |s| s.list_approval_rules()).await?;
     let rules = rows
         .into_iter()
         .map(|r| ApprovalRule {
@@ -45,7 +39,6 @@ pub async fn clear(app: Arc<App>, call: Call) -> Outcome {
     let cleared = persist::call(&app.store, move |s| {
         s.clear_approval_rules(p.tool_name.as_deref(), p.category.as_deref())
     })
-    .await
-    .map_err(storage)?;
+    .await?;
     reply(&ApprovalClearResult { cleared })
 }

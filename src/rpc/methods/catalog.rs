@@ -9,12 +9,15 @@ use crate::app::App;
 use crate::llm::{LlmSettings, catalog, http_client, models_list, presets};
 use crate::rpc::dispatch::Call;
 use crate::rpc::error::{Outcome, RpcError, reply};
+use crate::strict::NoParams;
 
-pub async fn describe_catalog(_app: Arc<App>, _call: Call) -> Outcome {
+pub async fn describe_catalog(_app: Arc<App>, call: Call) -> Outcome {
+    let _: NoParams = call.params()?;
     reply(&catalog::describe())
 }
 
-pub async fn describe_presets(_app: Arc<App>, _call: Call) -> Outcome {
+pub async fn describe_presets(_app: Arc<App>, call: Call) -> Outcome {
+    let _: NoParams = call.params()?;
     reply(&presets::describe())
 }
 

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use crate::app::App;
 use crate::rpc::dispatch::Call;
 use crate::rpc::error::{Outcome, reply};
+use crate::strict::NoParams;
 
-pub async fn compat_describe(_app: Arc<App>, _call: Call) -> Outcome {
+pub async fn compat_describe(_app: Arc<App>, call: Call) -> Outcome {
+    let _: NoParams = call.params()?;
     reply(&crate::llm::compat::describe())
 }

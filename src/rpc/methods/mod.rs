@@ -9,6 +9,7 @@ mod debug;
 mod harness;
 mod llm;
 mod plugins;
+mod request;
 mod sandbox;
 mod sessions;
 mod skills;
@@ -33,6 +34,7 @@ pub fn table() -> &'static [(&'static str, Handler)] {
             ("system.ping", h!(system::ping)),
             ("system.shutdown", h!(system::shutdown)),
             ("system.shutdown_now", h!(system::shutdown_now)),
+            ("request.cancel", h!(request::cancel)),
             ("config.get", h!(config::get)),
             ("config.set", h!(config::set)),
             ("tool.list", h!(tools::list)),

@@ -8,9 +8,11 @@ use serde_json::json;
 use crate::app::App;
 use crate::rpc::dispatch::Call;
 use crate::rpc::error::{Outcome, RpcError, reply};
+use crate::strict::NoParams;
 use crate::tools::plugins::{PluginOpError, PluginRow};
 
-pub async fn list(app: Arc<App>, _call: Call) -> Outcome {
+pub async fn list(app: Arc<App>, call: Call) -> Outcome {
+    let _: NoParams = call.params()?;
     reply(&json!({ "plugins": app.plugins.list() }))
 }
 

@@ -11,7 +11,7 @@ use crate::rpc::dispatch::Call;
 use crate::rpc::error::{Outcome, RpcError, reply};
 
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct DescribeParams {
     network: Option<bool>,
     /// Reported only: hosts are not enforced one by one, so any network is `partial`.

@@ -5,23 +5,20 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use crate::agent::persist;
 use crate::app::App;
+use crate::llm::Message;
 use crate::rpc::dispatch::Call;
 use crate::rpc::error::{ErrorKind, Outcome, RpcError, reply};
 use crate::store::{
-    BranchNode, CutPoint, ErrorClass, ForkRequest, NewSession, SessionFilter, Store, StoreError,
+    BranchNode, CutPoint, ForkRequest, NewSession, SessionFilter, Store, StoreError,
     branches::ROOT_LABEL, ids,
 };
 
 pub fn store_error(e: StoreError) -> RpcError {
-    let kind = match e.class() {
-        ErrorClass::NotFound => ErrorKind::NotFound,
-        ErrorClass::InvalidParams => ErrorKind::InvalidParams,
-        ErrorClass::Storage => ErrorKind::Storage,
-    };
-    RpcError::new(kind, e.to_string())
+    e.into()
 }
 
 /// Runs a store call on the blocking pool (rusqlite blocks).
@@ -199,23 +196,25 @@ pub async fn messages(app: Arc<App>, call: Call) -> Outcome {
     let p: RecordParams = call.params()?;
     let id = p.record_id.clone();
     let projected = with_store(&app, move |st| st.projection(&id)).await?;
-    let messages: Vec<Value> = projected
+    // The shape `agent.chat.stream` takes as `messages` (camelCase, `seq` in front), so a
+    // host can send the history back unchanged; entries that are no chat message (an
+    // unknown role) are left out, as the loop leaves them out of its transcript.
+    let messages: Vec<Message> = projected
         .into_iter()
-        .map(|m| {
-            // `{seq, role, content, …}`: the stored message with its seq in front.
-            let mut out = Map::new();
-            out.insert("seq".into(), json!(m.seq));
-            out.insert("role".into(), json!(m.role()));
-            out.insert(
-                "content".into(),
-                m.message.get("content").cloned().unwrap_or(Value::Null),
-            );
-            if let Value::Object(rest) = m.message {
-                for (k, v) in rest {
-                    out.entry(k).or_insert(v);
-                }
+        .filter_map(|e| match persist::from_record(&e.message) {
+            Some(mut m) => {
+                m.seq = Some(e.seq);
+                Some(m)
             }
-            Value::Object(out)
+            None => {
+                tracing::warn!(
+                    "agent.session.messages: skipping record {} seq {}: role {:?} is not a chat role",
+                    p.record_id,
+                    e.seq,
+                    e.role()
+                );
+                None
+            }
         })
         .collect();
     reply(&json!({"recordId": p.record_id, "messages": messages}))

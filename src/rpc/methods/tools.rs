@@ -10,9 +10,11 @@ use serde_json::{Map, Value, json};
 use crate::app::App;
 use crate::rpc::dispatch::Call;
 use crate::rpc::error::{ErrorKind, Outcome, RpcError, reply};
+use crate::strict::NoParams;
 use crate::tools::ToolContext;
 
-pub async fn list(app: Arc<App>, _call: Call) -> Outcome {
+pub async fn list(app: Arc<App>, call: Call) -> Outcome {
+    let _: NoParams = call.params()?;
     let rows: Vec<Value> = app
         .router
         .describe()
@@ -22,7 +24,8 @@ pub async fn list(app: Arc<App>, _call: Call) -> Outcome {
     reply(&rows)
 }
 
-pub async fn describe(app: Arc<App>, _call: Call) -> Outcome {
+pub async fn describe(app: Arc<App>, call: Call) -> Outcome {
+    let _: NoParams = call.params()?;
     let rows: Vec<Value> = app.router.describe().iter().map(|e| e.row()).collect();
     reply(&json!({ "tools": rows }))
 }
@@ -41,6 +44,8 @@ struct InvokeParams {
     context: InvokeContext,
 }
 
+/// Open on purpose: hosts put their own keys (`chatId`, …) in a call's context, as they do
+/// in a turn's `toolContext`.
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct InvokeContext {

@@ -1,0 +1,396 @@
+//! Starting a turn: register the stream, pick its record, prepare the starting transcript
+//! (fork, resume, or the host's history reconciled with the record), then — once the host
+//! has its `{streamId}` answer — run the loop as tracked work and finish with exactly one
+//! `Done` carrying the usage and cost.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::events::{Done, UsageReport};
+use super::notices::Emitter;
+use super::params::{ChatParams, Method};
+use super::persist;
+use super::run::{Completion, Status, Totals, Turn};
+use super::seed::{self, Start};
+use super::stream::StreamHandle;
+use super::trace::Trace;
+use super::{Agent, AgentError};
+use crate::llm::catalog::Pricing;
+use crate::llm::{Message, Role, Usage};
+use crate::store::{CutPoint, ErrorClass, ForkRequest, StoreError};
+
+/// After a cancel, a turn that has not wound down within this long is dropped (hard stop).
+pub const CANCEL_WATCHDOG: Duration = Duration::from_secs(5);
+
+impl From<StoreError> for AgentError {
+    fn from(e: StoreError) -> Self {
+        match e.class() {
+            ErrorClass::NotFound => AgentError::NotFound(e.to_string()),
+            ErrorClass::InvalidParams => AgentError::InvalidParams(e.to_string()),
+            ErrorClass::Storage => AgentError::Storage(e.to_string()),
+        }
+    }
+}
+
+/// The answer to `agent.chat.stream` / `agent.chat.fork`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Started {
+    pub stream_id: String,
+    /// Forks only: messages in the new record's seed plus the ones sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed_messages: Option<usize>,
+    /// Forks only: the new record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record_id: Option<String>,
+}
+
+/// A turn ready to run: everything that can fail before the host's answer has.
+pub struct Prepared {
+    agent: Arc<Agent>,
+    turn: Turn,
+    handle: Arc<StreamHandle>,
+    emit: Emitter,
+    trace: Trace,
+    totals: Totals,
+    pricing: Option<Pricing>,
+    record_id: String,
+    shutdown: CancellationToken,
+    pub started: Started,
+}
+
+/// The record a turn appends to: a fork's new record, else `recordId`, `chatId`, the stream id.
+fn record_for(p: &ChatParams, method: Method) -> String {
+    match method {
+        Method::Fork => format!(
+            "{}:fork:{}",
+            p.record_id.as_deref().unwrap_or_default(),
+            p.stream_id
+        ),
+        Method::Stream => p
+            .record_id
+            .clone()
+            .or_else(|| p.chat_id.clone())
+            .unwrap_or_else(|| p.stream_id.clone()),
+    }
+}
+
+/// The starting transcript, with the store checks that must fail before the answer.
+async fn starting_transcript(
+    agent: &Agent,
+    p: &mut ChatParams,
+    method: Method,
+) -> Result<(String, Start, Option<usize>), AgentError> {
+    let store = &agent.store;
+    if method == Method::Fork {
+        let source = p.record_id.clone().unwrap_or_default();
+        let new_id = record_for(p, method);
+        let req = ForkRequest {
+            source,
+            cut: p.fork_until_seq.map_or(CutPoint::Whole, CutPoint::UntilSeq),
+            new_record_id: Some(new_id.clone()),
+            label: None,
+        };
+        persist::call(store, move |s| s.fork(&req)).await?;
+        let projected = persist::projection(store, &new_id)
+            .await?
+            .unwrap_or_default();
+        let Start {
+            mut items,
+            persisted,
+        } = seed::resume(&projected, p.system_prompt.as_deref());
+        items.extend(std::mem::take(&mut p.messages));
+        let count = items.len();
+        return Ok((new_id, Start { items, persisted }, Some(count)));
+    }
+    let record = record_for(p, method);
+    if p.from_record {
+        // Continue the record: its projection is the seed and the sent messages follow it,
+        // so a host sends only what is new.
+        if p.resume {
+            return Err(AgentError::InvalidParams(
+                "fromRecord and resume are exclusive: resume continues without new messages, \
+                 fromRecord appends the messages you send"
+                    .into(),
+            ));
+        }
+        if p.record_id.is_none() && p.chat_id.is_none() {
+            return Err(AgentError::InvalidParams(
+                "fromRecord: true requires recordId (or chatId) naming the record to continue"
+                    .into(),
+            ));
+        }
+        let projected = persist::projection(store, &record).await?.ok_or_else(|| {
+            AgentError::NotFound(format!(
+                "record not found: {record}; start it without fromRecord"
+            ))
+        })?;
+        let Start {
+            mut items,
+            persisted,
+        } = seed::resume(&projected, p.system_prompt.as_deref());
+        items.extend(std::mem::take(&mut p.messages));
+        return Ok((record, Start { items, persisted }, None));
+    }
+    if p.resume {
+        let projected = persist::projection(store, &record).await?;
+        let projected = projected.filter(|v| !v.is_empty()).ok_or_else(|| {
+            AgentError::InvalidParams(format!(
+                "record {record} has no history to resume; start it with messages instead"
+            ))
+        })?;
+        let start = seed::resume(&projected, p.system_prompt.as_deref());
+        return Ok((record, start, None));
+    }
+    let mut host = Vec::with_capacity(p.messages.len() + 1);
+    if let Some(sp) = &p.system_prompt {
+        host.push(Message::new(Role::System, sp.clone()));
+    }
+    host.extend(std::mem::take(&mut p.messages));
+    let start = seed::reconcile(store, &record, host).await?;
+    Ok((record, start, None))
+}
+
+/// Registers the stream and prepares its turn. Nothing is sent to the host yet.
+pub async fn prepare(
+    agent: &Arc<Agent>,
+    mut p: ChatParams,
+    method: Method,
+) -> Result<Prepared, AgentError> {
+    // Registered before the store is touched: a second turn on the same record (or stream
+    // id) is refused before it can write anything.
+    let record_id = record_for(&p, method);
+    let shutdown = agent.lifecycle.token();
+    let handle = Arc::new(StreamHandle::new(
+        p.stream_id.clone(),
+        record_id,
+        shutdown.child_token(),
+        p.cfg.steer_mode,
+    ));
+    agent
+        .streams
+        .insert(handle.clone())
+        .map_err(AgentError::InvalidParams)?;
+    let (record_id, start, seed_count) = match starting_transcript(agent, &mut p, method).await {
+        Ok(v) => v,
+        Err(e) => {
+            agent.streams.remove(&p.stream_id);
+            return Err(e);
+        }
+    };
+    if p.resume {
+        reseed_read_state(agent, &p, &record_id, &start.items);
+    }
+    let stream_id = p.stream_id.clone();
+    let emit = Emitter::new(agent.sink.clone(), stream_id.clone());
+    let trace = agent.traces.start(
+        &stream_id,
+        p.chat_id.clone(),
+        p.session_id.clone(),
+        &p.model,
+    );
+    trace.event(
+        "stage_start",
+        "coreloop.run",
+        Some(json!({"recordId": record_id, "resume": p.resume})),
+    );
+    let totals: Totals = Arc::new(Mutex::new(Usage::default()));
+    let pricing = p.pricing;
+    let started = Started {
+        stream_id,
+        seed_messages: seed_count,
+        record_id: seed_count.map(|_| record_id.clone()),
+    };
+    let turn = Turn::new(
+        agent.clone(),
+        p,
+        handle.clone(),
+        emit.clone(),
+        trace.clone(),
+        record_id.clone(),
+        start.items,
+        start.persisted,
+        totals.clone(),
+    );
+    Ok(Prepared {
+        agent: agent.clone(),
+        turn,
+        handle,
+        emit,
+        trace,
+        totals,
+        pricing,
+        record_id,
+        shutdown,
+        started,
+    })
+}
+
+impl Prepared {
+    /// Runs the turn as tracked work; its `Done` is the last event of the stream.
+    pub fn launch(self) {
+        let Prepared {
+            agent,
+            turn,
+            handle,
+            emit,
+            trace,
+            totals,
+            pricing,
+            record_id,
+            shutdown,
+            ..
+        } = self;
+        let lifecycle = agent.lifecycle.clone();
+        lifecycle.spawn(async move {
+            let c = with_watchdog(turn.run(), handle.cancel.clone(), CANCEL_WATCHDOG).await;
+            let mut reason = c.reason;
+            if c.status == Status::Cancelled && shutdown.is_cancelled() {
+                reason = "cancelled by shutdown".into();
+            }
+            let failed = c.status == Status::Failed;
+            trace.event(
+                "completion",
+                "completion",
+                Some(json!({"status": c.status.as_str(), "reason": reason})),
+            );
+            trace.finish(c.status.as_str(), failed.then(|| reason.clone()));
+            // Persist before done so a host holding the done's traceId can fetch it even
+            // after a restart. A failed write only costs the trace, never the stream.
+            let row = trace.to_row(&record_id);
+            if let Err(e) = persist::call(&agent.store, move |s| s.put_trace(&row)).await {
+                tracing::warn!("trace {}: cannot persist it: {e}", trace.id);
+            }
+            if failed {
+                emit.error("LoopError", &reason, &trace.id);
+            }
+            let u = *totals.lock().unwrap_or_else(|e| e.into_inner());
+            let done = Done {
+                stream_id: emit.stream_id.clone(),
+                ok: c.status == Status::Completed,
+                status: c.status.as_str(),
+                reason,
+                trace_id: trace.id.clone(),
+                record_id,
+                usage: usage_report(u, pricing),
+                cancelled: (c.status == Status::Cancelled).then_some(true),
+            };
+            // Unregister before done: a host reacting to done sees the stream as gone.
+            agent.streams.remove(&emit.stream_id);
+            emit.done(&done);
+        });
+    }
+}
+
+/// Token totals and, for priced models, the cost in USD.
+pub fn usage_report(u: Usage, pricing: Option<Pricing>) -> UsageReport {
+    let cost_usd = pricing.map(|pr| {
+        let uncached = u.prompt.saturating_sub(u.cached) as f64;
+        let cached_rate = pr.cached_per_mtok.unwrap_or(pr.prompt_per_mtok);
+        (uncached * pr.prompt_per_mtok
+            + u.cached as f64 * cached_rate
+            + u.completion as f64 * pr.completion_per_mtok)
+            / 1_000_000.0
+    });
+    UsageReport {
+        prompt_tokens: u.prompt,
+        completion_tokens: u.completion,
+        total_tokens: u.total,
+        cached_prompt_tokens: u.cached,
+        cost_usd,
+    }
+}
+
+/// Runs a turn; once `cancel` fires, the turn gets `after` to wind down cooperatively and is
+/// then dropped (its tools' process groups die with their guards) and reported cancelled.
+async fn with_watchdog(
+    run: impl std::future::Future<Output = Completion>,
+    cancel: CancellationToken,
+    after: Duration,
+) -> Completion {
+    tokio::pin!(run);
+    tokio::select! {
+        c = &mut run => c,
+        _ = async { cancel.cancelled().await; tokio::time::sleep(after).await } => Completion {
+            status: Status::Cancelled,
+            reason: format!(
+                "cancelled by host request (the turn did not wind down within {} s and was stopped)",
+                after.as_secs_f64()
+            ),
+        },
+    }
+}
+
+/// Resume rebuilds the file tools' read-before-write evidence from the record.
+fn reseed_read_state(agent: &Agent, p: &ChatParams, record_id: &str, items: &[Message]) {
+    let fs = &agent.fs;
+    let pairs = seed::read_state(items);
+    if pairs.is_empty() {
+        return;
+    }
+    let session = p
+        .session_id
+        .clone()
+        .unwrap_or_else(|| record_id.to_string());
+    let settings = fs.settings();
+    match crate::tools::fs::paths::Workspace::new(&p.cwd, &settings) {
+        Ok(ws) => {
+            let n = fs.state.seed_relative(Some(&session), &ws, &pairs);
+            tracing::debug!("resume {record_id}: re-seeded read state for {n} file(s)");
+        }
+        Err(e) => tracing::warn!("resume {record_id}: cannot re-seed the read state: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn watchdog_hard_stops_a_wedged_turn() {
+        let cancel = CancellationToken::new();
+        let wedged = std::future::pending::<Completion>();
+        let c2 = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            c2.cancel();
+        });
+        let c = with_watchdog(wedged, cancel, Duration::from_millis(50)).await;
+        assert_eq!(c.status, Status::Cancelled);
+        assert!(c.reason.contains("did not wind down"), "{}", c.reason);
+    }
+
+    #[tokio::test]
+    async fn a_turn_that_finishes_is_not_touched() {
+        let cancel = CancellationToken::new();
+        let done = async {
+            Completion {
+                status: Status::Completed,
+                reason: "ok".into(),
+            }
+        };
+        let c = with_watchdog(done, cancel, Duration::from_millis(1)).await;
+        assert_eq!(c.status, Status::Completed);
+    }
+
+    #[test]
+    fn cost_only_for_priced_models() {
+        let u = Usage {
+            prompt: 1_000_000,
+            completion: 1_000_000,
+            total: 2_000_000,
+            cached: 0,
+        };
+        assert_eq!(usage_report(u, None).cost_usd, None);
+        let pr = Pricing {
+            prompt_per_mtok: 1.0,
+            completion_per_mtok: 2.0,
+            cached_per_mtok: None,
+        };
+        assert_eq!(usage_report(u, Some(pr)).cost_usd, Some(3.0));
+    }
+}

@@ -1,0 +1,84 @@
+//! What a turn tells its host, as typed events into a sink the loop owns. `rpc` turns them
+//! into `stream.chunk` / `stream.error` / `stream.done` frames; the loop never sees the wire.
+//! Events borrow their payloads, so the hot path (text deltas) allocates nothing here.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::llm::{RawChunk, ToolCall};
+
+/// One thing that happened in a turn.
+pub enum Event<'a> {
+    /// Display text (pseudo tool-call markup already stripped).
+    Delta {
+        stream_id: &'a str,
+        text: &'a str,
+    },
+    Reasoning {
+        stream_id: &'a str,
+        text: &'a str,
+    },
+    /// The provider chunk as it came (`streamRawChunks`).
+    Raw {
+        stream_id: &'a str,
+        chunk: &'a RawChunk,
+    },
+    /// A call the model made, once it is in the durable record.
+    ToolCall {
+        stream_id: &'a str,
+        call: &'a ToolCall,
+    },
+    /// `{id, name, success, durationMs?, error?, resultPreview, sandbox?}`.
+    ToolResult {
+        stream_id: &'a str,
+        result: &'a Value,
+    },
+    /// `{kind, …}`: round_end, steer, hook_action, approval, todos, …
+    Notice {
+        stream_id: &'a str,
+        notice: &'a Value,
+    },
+    /// A terminal failure, before its `Done`.
+    Error {
+        stream_id: &'a str,
+        kind: &'a str,
+        message: &'a str,
+        trace_id: &'a str,
+    },
+    /// Exactly one per turn, last.
+    Done(&'a Done),
+}
+
+/// Token totals of a turn as the host sees them.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageReport {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    pub cached_prompt_tokens: u64,
+    /// Only for models the catalog prices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+/// How a turn ended (`stream.done`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Done {
+    pub stream_id: String,
+    /// `status == "completed"`.
+    pub ok: bool,
+    pub status: &'static str,
+    pub reason: String,
+    pub trace_id: String,
+    pub record_id: String,
+    pub usage: UsageReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<bool>,
+}
+
+/// Where a turn's events go.
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: Event<'_>);
+}
