@@ -38,9 +38,13 @@ pub struct Cli {
 pub enum Command {
     /// Write one JSON Schema file per wire type into DIR.
     Schemas {
-        /// Directory to write the schema files into (created if missing).
+        /// Directory to write the schema files into (created if missing): one JSON Schema
+        /// per type, the bundle `outrigger.schema.json` and the declarations `outrigger.d.ts`.
         #[arg(long, value_name = "DIR")]
-        out: PathBuf,
+        out: Option<PathBuf>,
+        /// Also (or only) write the TypeScript declarations to this file.
+        #[arg(long, value_name = "FILE")]
+        ts: Option<PathBuf>,
     },
     /// Send one model request and print every provider event as a JSON line (debugging).
     LlmProbe(crate::llm::probe::ProbeArgs),

@@ -19,17 +19,28 @@ fn real_main(cli: Cli) -> i32 {
     if let Some(Command::SandboxExec { spec, probe, argv }) = &cli.command {
         return outrigger::sandbox::launcher::main(spec.as_deref(), *probe, argv);
     }
-    if let Some(Command::Schemas { out }) = &cli.command {
-        return match protocol::write_schemas(out) {
-            Ok(n) => {
-                eprintln!("wrote {n} schemas to {}", out.display());
-                0
+    if let Some(Command::Schemas { out, ts }) = &cli.command {
+        if out.is_none() && ts.is_none() {
+            eprintln!("outrigger schemas: pass --out DIR and/or --ts FILE");
+            return 2;
+        }
+        if let Some(out) = out {
+            match protocol::write_schemas(out) {
+                Ok(n) => eprintln!("wrote {n} schema files to {}", out.display()),
+                Err(e) => {
+                    eprintln!("outrigger: cannot write schemas to {}: {e}", out.display());
+                    return 1;
+                }
             }
-            Err(e) => {
-                eprintln!("outrigger: cannot write schemas to {}: {e}", out.display());
-                1
+        }
+        if let Some(ts) = ts {
+            if let Err(e) = std::fs::write(ts, protocol::table::typescript()) {
+                eprintln!("outrigger: cannot write {}: {e}", ts.display());
+                return 1;
             }
-        };
+            eprintln!("wrote {}", ts.display());
+        }
+        return 0;
     }
 
     if let Some(Command::Run(args)) = &cli.command {

@@ -6,7 +6,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Serialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -36,18 +35,7 @@ impl From<StoreError> for AgentError {
     }
 }
 
-/// The answer to `agent.chat.stream` / `agent.chat.fork`.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Started {
-    pub stream_id: String,
-    /// Forks only: messages in the new record's seed plus the ones sent.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub seed_messages: Option<usize>,
-    /// Forks only: the new record.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub record_id: Option<String>,
-}
+pub use crate::protocol::chat::StreamStarted as Started;
 
 /// A turn ready to run: everything that can fail before the host's answer has.
 pub struct Prepared {
@@ -272,7 +260,7 @@ impl Prepared {
             let done = Done {
                 stream_id: emit.stream_id.clone(),
                 ok: c.status == Status::Completed,
-                status: c.status.as_str(),
+                status: c.status.as_str().to_string(),
                 reason,
                 trace_id: trace.id.clone(),
                 record_id,

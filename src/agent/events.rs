@@ -2,7 +2,6 @@
 //! into `stream.chunk` / `stream.error` / `stream.done` frames; the loop never sees the wire.
 //! Events borrow their payloads, so the hot path (text deltas) allocates nothing here.
 
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::llm::{RawChunk, ToolCall};
@@ -49,34 +48,7 @@ pub enum Event<'a> {
     Done(&'a Done),
 }
 
-/// Token totals of a turn as the host sees them.
-#[derive(Debug, Clone, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct UsageReport {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub total_tokens: u64,
-    pub cached_prompt_tokens: u64,
-    /// Only for models the catalog prices.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
-}
-
-/// How a turn ended (`stream.done`).
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Done {
-    pub stream_id: String,
-    /// `status == "completed"`.
-    pub ok: bool,
-    pub status: &'static str,
-    pub reason: String,
-    pub trace_id: String,
-    pub record_id: String,
-    pub usage: UsageReport,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cancelled: Option<bool>,
-}
+pub use crate::protocol::chat::{StreamDone as Done, UsageReport};
 
 /// Where a turn's events go.
 pub trait EventSink: Send + Sync {

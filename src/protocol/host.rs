@@ -158,6 +158,11 @@ pub struct ApprovalRule {
     pub created_at: String,
 }
 
+/// `approval.list` params: none.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalListParams {}
+
 /// `approval.list` result.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ApprovalListResult {

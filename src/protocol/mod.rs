@@ -8,7 +8,9 @@ use schemars::{JsonSchema, Schema, schema_for};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub mod chat;
 pub mod host;
+pub mod table;
 pub mod ts;
 
 pub const PROTOCOL_VERSION: &str = "0.1.0";
@@ -150,6 +152,25 @@ pub struct ConfigValue {
     pub source: String,
 }
 
+/// Params of a method that takes none (`{}` or omitted).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+/// `request.cancel` params: the id of the request to cancel, as the host sent it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RequestCancelParams {
+    /// A string, number or null id.
+    pub id: Value,
+}
+
+/// `request.cancel` result: whether a queued or running request had that id.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RequestCancelResult {
+    pub cancelled: bool,
+}
+
 /// `config.set` params.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -191,14 +212,22 @@ pub fn all_schemas() -> Vec<(&'static str, Schema)> {
     ]
 }
 
-/// Writes one `<Name>.json` per type into `dir`.
+/// Pretty JSON with a trailing newline, for files people diff.
+fn pretty<T: Serialize>(v: &T) -> std::io::Result<String> {
+    let mut text = serde_json::to_string_pretty(v).map_err(std::io::Error::other)?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// Writes one `<Name>.json` per type into `dir`, plus the bundle of the whole protocol
+/// (`outrigger.schema.json`) and its TypeScript declarations (`outrigger.d.ts`).
 pub fn write_schemas(dir: &std::path::Path) -> std::io::Result<usize> {
     std::fs::create_dir_all(dir)?;
     let all = all_schemas();
     for (name, schema) in &all {
-        let mut text = serde_json::to_string_pretty(schema).map_err(std::io::Error::other)?;
-        text.push('\n');
-        std::fs::write(dir.join(format!("{name}.json")), text)?;
+        std::fs::write(dir.join(format!("{name}.json")), pretty(schema)?)?;
     }
-    Ok(all.len())
+    std::fs::write(dir.join("outrigger.schema.json"), pretty(&table::bundle())?)?;
+    std::fs::write(dir.join("outrigger.d.ts"), table::typescript())?;
+    Ok(all.len() + 2)
 }

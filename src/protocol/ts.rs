@@ -3,8 +3,6 @@
 //! `$ref`s to `$defs`). Hand-written because the schemas are ours and small: a generator
 //! crate would pull a JS toolchain or a large dependency tree for ~150 lines of mapping.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Map, Value};
 
 /// A valid TypeScript identifier from a schema name (`ToolResult`, `Message2`).
@@ -135,7 +133,10 @@ fn object_type(o: &Map<String, Value>, prefix: &str, indent: &str) -> String {
         _ => None,
     };
     let Some(props) = props.filter(|p| !p.is_empty()) else {
-        return format!("{{ [key: string]: {} }}", extra.unwrap_or("unknown".into()));
+        return match extra {
+            Some(e) => format!("{{ [key: string]: {e} }}"),
+            None => "Record<string, never>".into(),
+        };
     };
     let inner = format!("{indent}  ");
     let mut out = String::from("{\n");
@@ -162,23 +163,12 @@ fn object_type(o: &Map<String, Value>, prefix: &str, indent: &str) -> String {
     out
 }
 
-/// `export type Name = …;` for a root schema and each of its `$defs` (named with `prefix`
-/// so two roots' definitions never collide). Returns declarations by name.
-pub fn declarations(name: &str, schema: &Value, out: &mut BTreeMap<String, String>) {
-    let defs_prefix = format!("{}_", ident(name));
-    let render = |n: &str, s: &Value| {
-        let body = type_of(s, &defs_prefix, "");
-        let d = s.as_object().map(|m| doc(m, "")).unwrap_or_default();
-        format!("{d}export type {n} = {body};\n")
-    };
-    // The root's own `$ref`s point into its `$defs` with the prefix.
-    out.insert(ident(name), render(&ident(name), schema));
-    if let Some(Value::Object(defs)) = schema.get("$defs") {
-        for (k, v) in defs {
-            let n = format!("{defs_prefix}{}", ident(k));
-            out.insert(n.clone(), render(&n, v));
-        }
-    }
+/// `export type Name = …;` for one named schema whose `$ref`s resolve against a shared
+/// `$defs` (the protocol bundle's).
+pub fn declaration(name: &str, schema: &Value) -> String {
+    let body = type_of(schema, "", "");
+    let d = schema.as_object().map(|m| doc(m, "")).unwrap_or_default();
+    format!("{d}export type {} = {body};\n", ident(name))
 }
 
 #[cfg(test)]
@@ -202,9 +192,7 @@ mod tests {
             "required": ["id", "kind"],
             "$defs": {"Sub": {"type": "object", "properties": {"ok": {"const": true}}, "required": ["ok"]}}
         });
-        let mut out = BTreeMap::new();
-        declarations("Thing", &s, &mut out);
-        let t = &out["Thing"];
+        let t = &declaration("Thing", &s);
         assert!(
             t.starts_with("/**\n * A thing.\n */\nexport type Thing = {"),
             "{t}"
@@ -213,15 +201,14 @@ mod tests {
         assert!(t.contains("  n?: number | null;"), "{t}");
         assert!(t.contains("  kind: \"a\" | \"b\";"), "{t}");
         assert!(t.contains("  tags?: string[];"), "{t}");
-        assert!(t.contains("  sub?: Thing_Sub;"), "{t}");
+        assert!(t.contains("  sub?: Sub;"), "{t}");
         assert!(
             t.contains("  \"data-x\"?: { [key: string]: unknown };"),
             "{t}"
         );
-        assert!(
-            out["Thing_Sub"].contains("ok: true;"),
-            "{}",
-            out["Thing_Sub"]
-        );
+        let sub = declaration("Sub", &s["$defs"]["Sub"]);
+        assert!(sub.contains("ok: true;"), "{sub}");
+        let empty = json!({"type": "object", "additionalProperties": false});
+        assert!(declaration("Empty", &empty).contains("Record<string, never>"));
     }
 }

@@ -4,10 +4,8 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-
 use crate::protocol::host::{
-    ApprovalClearParams, ApprovalClearResult, ApprovalListResult, ApprovalRule,
+    ApprovalClearParams, ApprovalClearResult, ApprovalListParams, ApprovalListResult, ApprovalRule,
 };
 
 use crate::agent::persist;
@@ -15,12 +13,8 @@ use crate::app::App;
 use crate::rpc::dispatch::Call;
 use crate::rpc::error::{Outcome, reply};
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListParams {}
-
 pub async fn list(app: Arc<App>, call: Call) -> Outcome {
-    let _: ListParams = call.params()?;
+    let _: ApprovalListParams = call.params()?;
     let rows = persist::call(&app.store, |s| s.list_approval_rules()).await?;
     let rules = rows
         .into_iter()

@@ -4,8 +4,7 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use crate::protocol::chat::{CompactResult, SteerParams, SteerResult, StreamRef};
 
 use crate::agent::chat;
 use crate::agent::params::{self, Method};
@@ -13,6 +12,9 @@ use crate::app::App;
 use crate::llm::LlmSettings;
 use crate::rpc::dispatch::Call;
 use crate::rpc::error::{Outcome, RpcError, reply, reply_null};
+
+/// Why steer/compact did not reach a turn.
+const NOT_ACTIVE: &str = "stream_not_active";
 
 pub async fn stream(app: Arc<App>, call: Call) -> Outcome {
     start(app, call, Method::Stream).await
@@ -32,12 +34,6 @@ async fn start(app: Arc<App>, call: Call, method: Method) -> Outcome {
     answer
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct StreamRef {
-    stream_id: String,
-}
-
 pub async fn cancel(app: Arc<App>, call: Call) -> Outcome {
     let p: StreamRef = call.params()?;
     // Unknown or finished streams answer null, as the reference does.
@@ -45,15 +41,6 @@ pub async fn cancel(app: Arc<App>, call: Call) -> Outcome {
         h.cancel.cancel();
     }
     reply_null()
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SteerParams {
-    stream_id: String,
-    content: String,
-    #[serde(default)]
-    exec_policy: Option<Value>,
 }
 
 pub async fn steer(app: Arc<App>, call: Call) -> Outcome {
@@ -71,9 +58,15 @@ pub async fn steer(app: Arc<App>, call: Call) -> Outcome {
     match app.agent.streams.get(&p.stream_id) {
         Some(h) if !h.cancel.is_cancelled() => {
             h.steer(p.content);
-            reply(&json!({"accepted": true}))
+            reply(&SteerResult {
+                accepted: true,
+                reason: None,
+            })
         }
-        _ => reply(&json!({"accepted": false, "reason": "stream_not_active"})),
+        _ => reply(&SteerResult {
+            accepted: false,
+            reason: Some(NOT_ACTIVE.into()),
+        }),
     }
 }
 
@@ -82,8 +75,14 @@ pub async fn compact(app: Arc<App>, call: Call) -> Outcome {
     match app.agent.streams.get(&p.stream_id) {
         Some(h) if !h.cancel.is_cancelled() => {
             h.request_compact();
-            reply(&json!({"ok": true}))
+            reply(&CompactResult {
+                ok: true,
+                reason: None,
+            })
         }
-        _ => reply(&json!({"ok": false, "reason": "stream_not_active"})),
+        _ => reply(&CompactResult {
+            ok: false,
+            reason: Some(NOT_ACTIVE.into()),
+        }),
     }
 }

@@ -94,11 +94,36 @@ pub fn find(method: &str, with_debug: bool) -> Option<Handler> {
 
 #[cfg(test)]
 mod tests {
+    use crate::protocol::table::{DEBUG_METHODS, METHODS, NOTIFICATIONS, REVERSE_REQUESTS};
+
+    /// The handlers serve exactly the methods the protocol table declares.
     #[test]
-    fn every_method_is_documented() {
+    fn handlers_match_the_protocol_table() {
+        let names = |t: &[(&'static str, super::Handler)]| {
+            let mut v: Vec<&str> = t.iter().map(|(n, _)| *n).collect();
+            v.sort_unstable();
+            v
+        };
+        let declared = |t: &[crate::protocol::table::Call]| {
+            let mut v: Vec<&str> = t.iter().map(|c| c.name).collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(names(super::table()), declared(METHODS));
+        assert_eq!(names(super::debug_table()), declared(DEBUG_METHODS));
+    }
+
+    #[test]
+    fn every_table_entry_is_documented() {
         let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/protocol.md"))
             .expect("docs/protocol.md exists");
-        for (name, _) in super::table().iter().chain(super::debug_table()) {
+        let all = METHODS
+            .iter()
+            .chain(DEBUG_METHODS)
+            .chain(REVERSE_REQUESTS)
+            .map(|c| c.name)
+            .chain(NOTIFICATIONS.iter().map(|n| n.name));
+        for name in all {
             assert!(
                 doc.contains(&format!("`{name}`")),
                 "docs/protocol.md does not document `{name}`"

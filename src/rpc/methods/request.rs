@@ -2,27 +2,15 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-use serde_json::Value;
+use crate::protocol::{RequestCancelParams, RequestCancelResult};
 
 use crate::app::App;
 use crate::rpc::dispatch::{Call, cancel_request};
 use crate::rpc::error::{Outcome, RpcError, reply};
 use crate::rpc::intake::id_key;
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CancelParams {
-    id: Value,
-}
-
-#[derive(serde::Serialize)]
-struct CancelResult {
-    cancelled: bool,
-}
-
 pub async fn cancel(app: Arc<App>, call: Call) -> Outcome {
-    let p: CancelParams = call.params()?;
+    let p: RequestCancelParams = call.params()?;
     // Only ids a request can carry; anything else could never match.
     if !(p.id.is_string() || p.id.is_number() || p.id.is_null()) {
         return Err(RpcError::invalid_params(
@@ -31,5 +19,5 @@ pub async fn cancel(app: Arc<App>, call: Call) -> Outcome {
         .with("field", "id"));
     }
     let cancelled = cancel_request(&app, &id_key(&p.id.to_string()));
-    reply(&CancelResult { cancelled })
+    reply(&RequestCancelResult { cancelled })
 }

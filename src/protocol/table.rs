@@ -1,0 +1,269 @@
+//! The protocol as one table: every method (name → params type → result type), every
+//! notification and every reverse request, declared once. The dispatcher's handler table,
+//! `docs/protocol.md`'s completeness test, `schemas/outrigger.schema.json` and
+//! `schemas/outrigger.d.ts` are all checked against it.
+
+use std::collections::BTreeMap;
+
+use schemars::{JsonSchema, Schema, schema_for};
+use serde_json::{Map, Value, json};
+
+/// One request/response pair.
+pub struct Call {
+    pub name: &'static str,
+    pub params: fn() -> Schema,
+    pub result: fn() -> Schema,
+}
+
+/// One notification (no answer).
+pub struct Notification {
+    pub name: &'static str,
+    pub params: fn() -> Schema,
+}
+
+fn schema_of<T: JsonSchema>() -> Schema {
+    schema_for!(T)
+}
+
+const fn call<P: JsonSchema, R: JsonSchema>(name: &'static str) -> Call {
+    Call {
+        name,
+        params: schema_of::<P>,
+        result: schema_of::<R>,
+    }
+}
+
+const fn note<P: JsonSchema>(name: &'static str) -> Notification {
+    Notification {
+        name,
+        params: schema_of::<P>,
+    }
+}
+
+/// A method whose params or result has no wire type yet: its schema accepts anything, and
+/// `untyped()` lists it so the gap is visible.
+pub type Untyped = Value;
+
+use super::host as h;
+use super::*;
+
+/// Every method a host can call (the `debug.*` diagnostics are in `DEBUG_METHODS`).
+pub const METHODS: &[Call] = &[
+    call::<NoParams, SidecarHealth>("system.ping"),
+    call::<NoParams, ()>("system.shutdown"),
+    call::<NoParams, ()>("system.shutdown_now"),
+    call::<ConfigGetParams, ConfigGetResult>("config.get"),
+    call::<ConfigSetParams, ConfigGetResult>("config.set"),
+    call::<Untyped, Untyped>("tool.list"),
+    call::<Untyped, ToolResult>("tool.invoke"),
+    call::<Untyped, Untyped>("plugin.tools.describe"),
+    call::<Untyped, Untyped>("plugin.list"),
+    call::<Untyped, Untyped>("plugin.enable"),
+    call::<Untyped, Untyped>("plugin.disable"),
+    call::<Untyped, Untyped>("plugin.reload"),
+    call::<Untyped, Untyped>("skills.list"),
+    call::<Untyped, Untyped>("harness.describe"),
+    call::<Untyped, Untyped>("catalog.describe"),
+    call::<Untyped, Untyped>("presets.describe"),
+    call::<Untyped, Untyped>("presets.resolve"),
+    call::<Untyped, Untyped>("models.list"),
+    call::<Untyped, Untyped>("sandbox.describe"),
+    call::<Untyped, Untyped>("compat.describe"),
+    call::<Untyped, Untyped>("workspace.apply_edits"),
+    call::<Untyped, Untyped>("agent.session.create"),
+    call::<Untyped, Untyped>("agent.session.resume"),
+    call::<Untyped, Untyped>("agent.session.list"),
+    call::<Untyped, Untyped>("agent.session.messages"),
+    call::<Untyped, Untyped>("agent.session.fork"),
+    call::<Untyped, Untyped>("agent.session.branches"),
+    call::<Untyped, Untyped>("agent.session.tree"),
+    call::<Untyped, chat::StreamStarted>("agent.chat.stream"),
+    call::<chat::StreamRef, ()>("agent.chat.cancel"),
+    call::<chat::SteerParams, chat::SteerResult>("agent.chat.steer"),
+    call::<chat::StreamRef, chat::CompactResult>("agent.chat.compact"),
+    call::<Untyped, chat::StreamStarted>("agent.chat.fork"),
+    call::<Untyped, Untyped>("trace.fetch"),
+    call::<h::ApprovalListParams, h::ApprovalListResult>("approval.list"),
+    call::<h::ApprovalClearParams, h::ApprovalClearResult>("approval.clear"),
+    call::<RequestCancelParams, RequestCancelResult>("request.cancel"),
+];
+
+/// Diagnostics, served only with `OUTRIGGER_DEBUG_METHODS=1`.
+pub const DEBUG_METHODS: &[Call] = &[
+    call::<Untyped, Untyped>("debug.sleep"),
+    call::<Untyped, Untyped>("debug.echo"),
+    call::<Untyped, Untyped>("debug.reverse"),
+    call::<Untyped, Untyped>("debug.record.append"),
+];
+
+/// Every notification the sidecar sends.
+pub const NOTIFICATIONS: &[Notification] = &[
+    note::<LifecycleReady>("lifecycle.ready"),
+    note::<LifecycleShutdown>("lifecycle.shutdown"),
+    note::<chat::StreamChunk>("stream.chunk"),
+    note::<chat::StreamError>("stream.error"),
+    note::<chat::StreamDone>("stream.done"),
+];
+
+/// Every request the sidecar sends to its host.
+pub const REVERSE_REQUESTS: &[Call] = &[
+    call::<h::ToolInvokeRequest, ToolResult>("tool.invoke"),
+    call::<h::ApprovalRequest, h::ApprovalAnswer>("approval.request"),
+    call::<h::AskUserRequest, h::AskUserAnswer>("ask_user.request"),
+    call::<h::ReadStateSeed, Untyped>("read_state.seed"),
+    call::<h::HostSpawnRequest, h::HostSpawnResult>("host.process.spawn"),
+];
+
+/// `serde_json::Value`'s schema: anything goes.
+fn is_untyped(s: &Schema) -> bool {
+    s.as_value().get("title").and_then(Value::as_str) == Some("AnyValue")
+}
+
+/// Methods (and reverse requests) whose params or result is still `Untyped`.
+pub fn untyped() -> Vec<&'static str> {
+    METHODS
+        .iter()
+        .chain(DEBUG_METHODS)
+        .filter(|c| is_untyped(&(c.params)()) || is_untyped(&(c.result)()))
+        .map(|c| c.name)
+        .collect()
+}
+
+/// Moves a root schema and its `$defs` into `defs` (refs stay `#/$defs/X`, which resolve at
+/// the bundle's root) and returns a reference to it. `Untyped` stays `true`.
+fn hoist(schema: Schema, defs: &mut BTreeMap<String, Value>) -> Value {
+    let mut v = schema.to_value();
+    let Value::Object(o) = &mut v else {
+        return v;
+    };
+    if let Some(Value::Object(inner)) = o.remove("$defs") {
+        for (k, d) in inner {
+            defs.entry(k).or_insert(d);
+        }
+    }
+    o.remove("$schema");
+    let Some(title) = o.get("title").and_then(Value::as_str).map(str::to_string) else {
+        return v;
+    };
+    // `()` and other scalars have no structure worth a name.
+    if title == "null" {
+        return v;
+    }
+    defs.entry(title.clone()).or_insert(v);
+    json!({ "$ref": format!("#/$defs/{title}") })
+}
+
+fn calls(list: &[Call], defs: &mut BTreeMap<String, Value>) -> Map<String, Value> {
+    list.iter()
+        .map(|c| {
+            let params = hoist((c.params)(), defs);
+            let result = hoist((c.result)(), defs);
+            (
+                c.name.to_string(),
+                json!({"params": params, "result": result}),
+            )
+        })
+        .collect()
+}
+
+/// `schemas/outrigger.schema.json`: every method's params and result, every notification
+/// and reverse request, with all types in one `$defs`.
+pub fn bundle() -> Value {
+    let mut defs = BTreeMap::new();
+    let methods = calls(METHODS, &mut defs);
+    let debug = calls(DEBUG_METHODS, &mut defs);
+    let reverse = calls(REVERSE_REQUESTS, &mut defs);
+    let notifications: Map<String, Value> = NOTIFICATIONS
+        .iter()
+        .map(|n| {
+            (
+                n.name.to_string(),
+                json!({"params": hoist((n.params)(), &mut defs)}),
+            )
+        })
+        .collect();
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "Outrigger protocol",
+        "description": "JSON-RPC 2.0 over stdio: methods (host → sidecar), notifications and reverse requests (sidecar → host). Each entry refers into $defs.",
+        "protocolVersion": PROTOCOL_VERSION,
+        "methods": methods,
+        "debugMethods": debug,
+        "notifications": notifications,
+        "reverseRequests": reverse,
+        "$defs": defs,
+    })
+}
+
+fn ts_ref(v: &Value) -> String {
+    super::ts::type_of(v, "", "    ")
+}
+
+/// `schemas/outrigger.d.ts`: a declaration per type plus the `Methods`, `Notifications` and
+/// `ReverseRequests` maps a typed host is written against.
+pub fn typescript() -> String {
+    let b = bundle();
+    let mut out = String::from(
+        "// Generated by `outrigger schemas --ts`; do not edit. The wire types of the Outrigger\n// protocol (JSON-RPC 2.0 over stdio), from schemas/outrigger.schema.json.\n\n",
+    );
+    out.push_str(&format!(
+        "export const PROTOCOL_VERSION = {};\n\n",
+        json!(PROTOCOL_VERSION)
+    ));
+    if let Some(Value::Object(defs)) = b.get("$defs") {
+        for (name, schema) in defs {
+            out.push_str(&super::ts::declaration(name, schema));
+            out.push('\n');
+        }
+    }
+    for (map, key, with_result) in [
+        ("Methods", "methods", true),
+        ("DebugMethods", "debugMethods", true),
+        ("ReverseRequests", "reverseRequests", true),
+        ("Notifications", "notifications", false),
+    ] {
+        out.push_str(&format!("export interface {map} {{\n"));
+        if let Some(Value::Object(entries)) = b.get(key) {
+            for (name, e) in entries {
+                let params = ts_ref(&e["params"]);
+                if with_result {
+                    let result = ts_ref(&e["result"]);
+                    out.push_str(&format!(
+                        "  {}: {{ params: {params}; result: {result} }};\n",
+                        json!(name)
+                    ));
+                } else {
+                    out.push_str(&format!("  {}: {params};\n", json!(name)));
+                }
+            }
+        }
+        out.push_str("}\n\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_dotted() {
+        let mut seen = std::collections::HashSet::new();
+        for c in METHODS.iter().chain(DEBUG_METHODS) {
+            assert!(seen.insert(c.name), "{} twice", c.name);
+            assert!(c.name.contains('.'), "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn bundle_refs_resolve() {
+        let b = bundle();
+        let text = b.to_string();
+        let defs = b["$defs"].as_object().unwrap();
+        for part in text.split("\"$ref\":\"#/$defs/").skip(1) {
+            let name = part.split('"').next().unwrap();
+            assert!(defs.contains_key(name), "dangling $ref {name}");
+        }
+        assert!(jsonschema::validator_for(&b).is_ok());
+    }
+}
