@@ -3,7 +3,61 @@
 
 export const PROTOCOL_VERSION = "0.1.0";
 
-export type AnyValue = unknown;
+/**
+ * A session (`agent.session.create`/`resume` result, `agent.session.list` element). Times
+ * are ISO-8601 UTC with milliseconds; absent optional fields are omitted.
+ */
+export type AgentSession = {
+  chatId: string;
+  createdAt: string;
+  currentStage: string;
+  isActive: boolean;
+  nextStage?: string | null;
+  projectId?: string | null;
+  scenario?: string | null;
+  sessionId: string;
+  /**
+   * As given to `agent.session.create`.
+   */
+  stageData?: unknown;
+  updatedAt: string;
+  userId: string;
+};
+
+/**
+ * `workspace.apply_edits` params: the edit algorithm of `edit_file` over a string.
+ */
+export type ApplyEditsParams = {
+  content: string;
+  edits: TextEdit[];
+  /**
+   * The diff's label (`a/<path>`, `b/<path>`); default `file`.
+   */
+  filePath?: string | null;
+  replaceAll?: boolean;
+};
+
+/**
+ * `workspace.apply_edits` result.
+ */
+export type ApplyEditsResult = {
+  /**
+   * Number of edits applied (each counts once, even under `replaceAll`).
+   */
+  applied: number;
+  /**
+   * The content after every edit.
+   */
+  content: string;
+  /**
+   * Unified diff, 3 context lines.
+   */
+  diff: string;
+  /**
+   * In file order.
+   */
+  matches: EditMatch[];
+};
 
 /**
  * The host's answer to `approval.request`. Anything else fails closed (`deny_once`).
@@ -47,6 +101,20 @@ export type ApprovalListParams = Record<string, never>;
  */
 export type ApprovalListResult = {
   rules: ApprovalRule[];
+};
+
+/**
+ * `approval` of `agent.chat.stream`.
+ */
+export type ApprovalParam = {
+  /**
+   * `auto` (default, unless the config says `host`) or `host`.
+   */
+  mode?: string | null;
+  /**
+   * How long one `approval.request` waits (1–86400000); default `approval_timeout_ms`.
+   */
+  timeoutMs?: number | null;
 };
 
 /**
@@ -132,11 +200,283 @@ export type AskUserRequest = {
 };
 
 /**
+ * One record in a branch view. A root has null provenance and label `root`; a fork's label
+ * is its explicit `label`, else the last user message it kept (whitespace collapsed, at most
+ * 60 characters ending in `…` when cut), or `(empty prefix)` when it kept no user text.
+ */
+export type BranchNode = {
+  /**
+   * 0 at the root reached.
+   */
+  depth: number;
+  label: string;
+  recordId: string;
+  /**
+   * Always present; null on a root.
+   */
+  sourceRecordId: string | null;
+  /**
+   * Always present; null on a root.
+   */
+  sourceUntilSeq: number | null;
+};
+
+/**
+ * `agent.session.fork` result: the new record and where it branched off.
+ */
+export type BranchPoint = {
+  label: string;
+  recordId: string;
+  /**
+   * Messages in the new record's seed.
+   */
+  seedMessages: number;
+  sourceRecordId: string;
+  /**
+   * `untilSeq`, the seq of the kept user message, or the source's last seq; null when the
+   * source has no entries.
+   */
+  sourceUntilSeq: number | null;
+};
+
+/**
+ * Whether the catalog knows the model (`known`) or its capabilities are guessed.
+ */
+export type Capabilities = "known" | "unknown";
+
+/**
+ * `catalog.describe` result: the embedded model catalog (generated from models.dev).
+ */
+export type CatalogDescribeResult = {
+  providers: CatalogProvider[];
+};
+
+/**
+ * One provider of the model catalog.
+ */
+export type CatalogProvider = {
+  /**
+   * Always present; null when the catalog names no endpoint.
+   */
+  apiBaseUrl: string | null;
+  /**
+   * Environment variables the provider's key is usually found in.
+   */
+  envVars: string[];
+  id: string;
+  /**
+   * Sorted ids of its chat-capable models.
+   */
+  models: string[];
+  /**
+   * `openai_compat`, `openai`, `anthropic`, `google`, …
+   */
+  wireKind: string;
+};
+
+/**
+ * Where a `models.list` answer came from.
+ */
+export type CatalogStatus = "live" | "stale" | "offline";
+
+/**
+ * `agent.chat.stream` / `agent.chat.fork` params. Unknown fields are refused naming the
+ * nearest known one; `base_url` / `api_key` are accepted for `baseUrl` / `apiKey`.
+ */
+export type ChatStreamParams = {
+  /**
+   * Not supported: refused unless null, false or empty.
+   */
+  antiHallucination?: unknown;
+  /**
+   * Falls back to `OUTRIGGER_API_KEY`.
+   */
+  apiKey?: string | null;
+  approval?: ApprovalParam | null;
+  /**
+   * Offer `ask_user` (answered over `ask_user.request`).
+   */
+  askUser?: boolean | null;
+  baseUrl?: string | null;
+  budgetMaxToolCalls?: number | null;
+  budgetTokens?: number | null;
+  chatId?: string | null;
+  /**
+   * OpenAI-compatible wire quirks (`compat.describe` lists the keys).
+   */
+  compat?: { [key: string]: unknown } | null;
+  /**
+   * `all` (default) or `final`.
+   */
+  contentMode?: string | null;
+  /**
+   * Absolute workspace directory for the file tools and bash.
+   */
+  cwd?: string | null;
+  /**
+   * `{network?, allowedHosts?, writableRoots?, requireFull?, requireBackend?, shell?,
+   * hostSpawn?}`.
+   */
+  execSandbox?: { [key: string]: unknown } | null;
+  /**
+   * Seed the turn with the record and append `messages` (send only what is new).
+   */
+  fromRecord?: boolean | null;
+  maxContextTokens?: number | null;
+  /**
+   * Provider requests at most (1–10000, default 80).
+   */
+  maxRounds?: number | null;
+  maxTokens?: number | null;
+  /**
+   * Consecutive failed tool results that end the turn (1–10000, default 16).
+   */
+  maxToolErrors?: number | null;
+  /**
+   * Not supported: refused unless null, false or empty.
+   */
+  mcp?: unknown;
+  /**
+   * The conversation (the shape `agent.session.messages` returns); `[]` only with
+   * `resume`. With `fromRecord`, only the new messages.
+   */
+  messages?: unknown[] | null;
+  /**
+   * The model id (any string for `scripted`).
+   */
+  model?: string;
+  /**
+   * Not supported: refused unless null, false or empty.
+   */
+  orchestration?: unknown;
+  /**
+   * `{enabled: bool}` or `{override: {…}}` (`presets.describe`).
+   */
+  presets?: unknown;
+  /**
+   * `openai_compat` (`openai`, `openai-compatible`), `ollama`, or `scripted`.
+   */
+  provider: string;
+  /**
+   * Passed through to the provider's request body.
+   */
+  providerOptions?: { [key: string]: unknown } | null;
+  /**
+   * Checked against the model catalog.
+   */
+  reasoningEffort?: string | null;
+  /**
+   * The durable record; default `chatId`, else the stream id.
+   */
+  recordId?: string | null;
+  /**
+   * Continue the record with no new messages.
+   */
+  resume?: boolean | null;
+  /**
+   * `scripted` provider: the model's turns inline (docs/scripted-provider.md).
+   */
+  script?: unknown[] | null;
+  /**
+   * `scripted` provider: a JSON Lines file of turns.
+   */
+  scriptPath?: string | null;
+  /**
+   * The file tools' read-state session; default the record id.
+   */
+  sessionId?: string | null;
+  /**
+   * Not supported: refused unless null, false or empty.
+   */
+  skills?: unknown;
+  softTimeoutMs?: number | null;
+  /**
+   * `boundary` (default) or `interrupt`.
+   */
+  steerMode?: string | null;
+  /**
+   * Default `str_<32 hex>`.
+   */
+  streamId?: string | null;
+  streamRawChunks?: boolean | null;
+  /**
+   * Sub-agents are not built: `false` is accepted, an object is refused.
+   */
+  subagent?: unknown;
+  systemPrompt?: string | null;
+  temperature?: number | null;
+  /**
+   * Merged into every reverse `tool.invoke` context.
+   */
+  toolContext?: { [key: string]: unknown } | null;
+  /**
+   * Per tool call (default 300000); also bounds host tool and ask_user waits.
+   */
+  toolTimeoutMs?: number | null;
+  /**
+   * Host tool descriptors (OpenAI function shape, optional `mode`); needs `toolsViaHost`.
+   */
+  tools?: unknown[] | null;
+  /**
+   * `full` (default), `minimal` or `progressive`.
+   */
+  toolsStrategy?: string | null;
+  toolsViaHost?: boolean | null;
+  topP?: number | null;
+  /**
+   * `agent.chat.fork` from a trace: refused (pass `recordId`).
+   */
+  traceId?: string | null;
+  /**
+   * `agent.chat.fork`: cut the source record after this seq.
+   */
+  untilSeq?: number | null;
+  /**
+   * Accepted and ignored: every stream runs the CoreLoop.
+   */
+  useCoreLoop?: boolean | null;
+  /**
+   * Not supported: refused unless null, false or empty.
+   */
+  worldState?: unknown;
+};
+
+/**
  * `agent.chat.compact` result.
  */
 export type CompactResult = {
   ok: boolean;
   reason?: string | null;
+};
+
+/**
+ * `compat.describe` result: the compat flags a chat's `compat` param may set, in order.
+ */
+export type CompatDescribeResult = {
+  flags: CompatFlagDoc[];
+};
+
+/**
+ * One OpenAI-compatible compat flag.
+ */
+export type CompatFlagDoc = {
+  /**
+   * The reference (OpenAI) value, of the type `kind` names.
+   */
+  default: unknown;
+  description: string;
+  /**
+   * The same flag in snake_case.
+   */
+  field: string;
+  /**
+   * The key in `compat` (camelCase).
+   */
+  key: string;
+  /**
+   * `bool`, `string`, `string-list` or `enum:<value>,<value>…`.
+   */
+  kind: string;
 };
 
 /**
@@ -180,6 +520,230 @@ export type ConfigValue = {
    */
   source: string;
   value: unknown;
+};
+
+/**
+ * `debug.echo` params.
+ */
+export type DebugEchoParams = {
+  /**
+   * Any JSON value (required; `null` is a value).
+   */
+  value: unknown;
+};
+
+/**
+ * `debug.echo` result: `value`, unchanged.
+ */
+export type DebugEchoResult = unknown;
+
+/**
+ * `debug.record.append` params: one message for a history record.
+ */
+export type DebugRecordAppendParams = {
+  content: unknown;
+  /**
+   * The entry kind when it differs from the role: `steer.inject`, `skills.catalog` or
+   * `loop.<name>`.
+   */
+  kind?: string | null;
+  /**
+   * The record (created on its first append); not blank.
+   */
+  recordId: string;
+  /**
+   * `system`, `user`, `assistant` or `tool`.
+   */
+  role: string;
+  tokenEstimate?: number;
+};
+
+/**
+ * `debug.record.append` result.
+ */
+export type DebugRecordAppendResult = {
+  /**
+   * The new entry's sequence number in the record.
+   */
+  seq: number;
+};
+
+/**
+ * Why a `debug.reverse` round trip got no result.
+ */
+export type DebugReverseError = {
+  /**
+   * The host's error code; only when the host answered with an error.
+   */
+  code?: number | null;
+  /**
+   * The host error's `data` (`null` when it sent none); only when the host answered
+   * with an error.
+   */
+  data?: unknown;
+  /**
+   * `timeout`, `cancelled`, `transport_closed`, or the host error's `kind` (its own or
+   * its `data.kind`; `null` when it named none).
+   */
+  kind?: string | null;
+  message: string;
+};
+
+/**
+ * `debug.reverse` params: a reverse request to send to the host.
+ */
+export type DebugReverseParams = {
+  /**
+   * The reverse request's method.
+   */
+  method: string;
+  /**
+   * Its params, sent as they are.
+   */
+  params?: unknown;
+  /**
+   * How long to wait for the host's answer (at most 600000).
+   */
+  timeoutMs?: number;
+};
+
+/**
+ * `debug.reverse` result: exactly one of `result` (the host's answer) or `error`.
+ */
+export type DebugReverseResult = {
+  result: unknown;
+} | {
+  error: DebugReverseError;
+};
+
+/**
+ * `debug.sleep` params.
+ */
+export type DebugSleepParams = {
+  /**
+   * How long to sleep, in milliseconds (at most 600000).
+   */
+  ms: number;
+};
+
+/**
+ * `debug.sleep` result.
+ */
+export type DebugSleepResult = {
+  sleptMs: number;
+};
+
+/**
+ * Where one replacement landed.
+ */
+export type EditMatch = {
+  level: EditMatchLevel;
+  oldLineCount: number;
+  /**
+   * 0-based line index of the match start.
+   */
+  startLine: number;
+};
+
+/**
+ * The level at which an edit was located.
+ */
+export type EditMatchLevel = "exact" | "trim" | "unicode";
+
+/**
+ * A call's sandbox request (`tool.invoke` `context.execSandbox`, the turn's
+ * `execSandbox`). Also a wire type (`protocol::tools` re-exports it).
+ */
+export type ExecSandboxRequest = {
+  /**
+   * Reported only: hosts are not enforced one by one.
+   */
+  allowedHosts?: string[] | null;
+  /**
+   * `bash` asks the host to run the command (reverse `host.process.spawn`) under the
+   * host's own confinement instead of spawning it here.
+   */
+  hostSpawn?: boolean;
+  /**
+   * Network on or off (default: the config's `sandbox_network`).
+   */
+  network?: boolean | null;
+  /**
+   * Refuse to run unless this backend (`landlock`) applies.
+   */
+  requireBackend?: string | null;
+  /**
+   * Refuse to run unless enforcement is `full`.
+   */
+  requireFull?: boolean;
+  /**
+   * Accepted for parity with the reference; the Linux backend does not depend on it.
+   */
+  shell?: unknown;
+  /**
+   * Absolute directories writable besides the workspace.
+   */
+  writableRoots?: string[] | null;
+};
+
+/**
+ * Every implementation of every dimension.
+ */
+export type HarnessAvailable = {
+  context: HarnessImpl[];
+  memory: HarnessImpl[];
+  orchestration: HarnessImpl[];
+  retry: HarnessImpl[];
+  tools: HarnessImpl[];
+  validator: HarnessImpl[];
+};
+
+/**
+ * One implementation chosen in the default assembly.
+ */
+export type HarnessChoice = {
+  assumes: string;
+  impl: string;
+  /**
+   * The implementation's parameters (`{}` when it has none).
+   */
+  params: { [key: string]: unknown };
+};
+
+/**
+ * The default assembly, restricted to what is implemented. `context`, `retry` and
+ * `validator` produce hooks (lists); the others have one implementation each.
+ */
+export type HarnessDefault = {
+  context: HarnessChoice[];
+  memory: HarnessChoice;
+  orchestration: HarnessChoice;
+  retry: HarnessChoice[];
+  tools: HarnessChoice;
+  validator: HarnessChoice[];
+};
+
+/**
+ * `harness.describe` result: the vocabulary a turn's behaviour is assembled from.
+ */
+export type HarnessDescription = {
+  available: HarnessAvailable;
+  default: HarnessDefault;
+};
+
+/**
+ * One implementation of a harness dimension.
+ */
+export type HarnessImpl = {
+  /**
+   * One sentence: what the implementation assumes.
+   */
+  assumes: string;
+  impl: string;
+  /**
+   * True only for what this binary really does.
+   */
+  implemented: boolean;
 };
 
 export type HealthCheck = {
@@ -235,11 +799,177 @@ export type LifecycleShutdown = {
   reason: ShutdownReason;
 };
 
+/**
+ * A listed model joined to the catalog (by id, then by final path segment without
+ * `:free`-style suffixes).
+ */
+export type ListedModel = {
+  capabilities: Capabilities;
+  id: string;
+  /**
+   * Always present: the catalog provider the row was joined to, or null.
+   */
+  joinedFrom: string | null;
+  modalities: Modalities;
+  /**
+   * The gateway's name, else the id.
+   */
+  name: string;
+  /**
+   * Always present: the gateway's pricing, else the catalog's, else null.
+   */
+  pricing: ModelPricing | null;
+  /**
+   * `reasoningEffort` values the model accepts; empty when it has no such knob.
+   */
+  reasoningLevels: string[];
+  /**
+   * Tokens: the gateway's advertised window, else the catalog's, else 60000.
+   */
+  window: number;
+};
+
 export type ListenInfo = {
   /**
    * Always `stdio`.
    */
   transport: string;
+};
+
+/**
+ * A chat message in the wire vocabulary of `agent.chat.stream`, camelCase. The one shape
+ * for input (`messages`) and output (`agent.session.messages`), so a host can send a stored
+ * history back unchanged. Unknown keys are refused naming the nearest known one
+ * (`llm::parse_messages`).
+ */
+export type Message = {
+  /**
+   * Required on `system`, `user` (unless `parts` carries the content) and `tool`
+   * messages; an `assistant` turn with `toolCalls` may leave it empty or `null`. Always a
+   * string on output.
+   */
+  content?: string | null;
+  name?: string | null;
+  /**
+   * Multi-part user content (text and images).
+   */
+  parts?: MessagePart[];
+  /**
+   * The model's reasoning on this (assistant) turn, echoed back per the compat flags.
+   */
+  reasoning?: string | null;
+  /**
+   * OpenRouter's structured reasoning, echoed back verbatim on tool-call turns.
+   */
+  reasoningDetails?: unknown;
+  role: Role;
+  /**
+   * The record's seq on output (`agent.session.messages`); accepted and ignored on input.
+   */
+  seq?: number | null;
+  /**
+   * The call a `tool` message answers (required there).
+   */
+  toolCallId?: string | null;
+  /**
+   * The calls an `assistant` turn made.
+   */
+  toolCalls?: MessageToolCall[];
+};
+
+/**
+ * One part of a multi-part user message (§1.8 `parts`).
+ */
+export type MessagePart = {
+  /**
+   * Base64 image bytes (sent as a `data:` URL with `mediaType`).
+   */
+  data?: string | null;
+  mediaType?: string | null;
+  text?: string | null;
+  /**
+   * `text` or `image`.
+   */
+  type: string;
+  url?: string | null;
+};
+
+/**
+ * A complete tool call: what the model asked for, after every fragment was accumulated.
+ * In `messages[].toolCalls` unknown keys are refused, like the message's own.
+ */
+export type MessageToolCall = {
+  /**
+   * The parsed arguments; when they were not valid JSON, the raw text as a string
+   * (and `argumentsError` says why) so the loop can answer with a recoverable error.
+   */
+  arguments?: unknown;
+  argumentsError?: string | null;
+  /**
+   * Vendor data that must be echoed with the call on replay (Gemini `thought_signature`).
+   */
+  extraContent?: unknown;
+  id: string;
+  name: string;
+};
+
+/**
+ * Input and output modalities (`text`, `image`, …).
+ */
+export type Modalities = {
+  input: string[];
+  output: string[];
+};
+
+/**
+ * USD per million tokens.
+ */
+export type ModelPricing = {
+  cachedPerMtok?: number | null;
+  completionPerMtok: number;
+  promptPerMtok: number;
+};
+
+/**
+ * `models.list` params. An unreachable gateway is still a successful reply (with `error`).
+ */
+export type ModelsListParams = {
+  /**
+   * Falls back to `OUTRIGGER_API_KEY`.
+   */
+  apiKey?: string | null;
+  /**
+   * An http(s) URL; falls back to `OUTRIGGER_BASE_URL` (one of the two is required).
+   */
+  baseUrl?: string | null;
+  /**
+   * `anthropic` (`/v1/models` with `x-api-key`) or `google` (`x-goog-api-key`); anything
+   * else lists `{baseUrl}/models` with a bearer key.
+   */
+  provider?: string | null;
+  /**
+   * Bypass the 60 s per-base-URL cache.
+   */
+  refresh?: boolean;
+};
+
+/**
+ * `models.list` result.
+ */
+export type ModelsListResult = {
+  catalogStatus: CatalogStatus;
+  /**
+   * Why the fetch failed (`stale` and `offline` only).
+   */
+  error?: string | null;
+  /**
+   * When the listing served was fetched (absent when `offline`).
+   */
+  fetchedAt?: string | null;
+  /**
+   * In the gateway's listing order (a `{id: row}` map comes in id order).
+   */
+  models: ListedModel[];
 };
 
 /**
@@ -253,6 +983,107 @@ export type NoParams = Record<string, never>;
  */
 export type Notice = {
   kind: string;
+  [key: string]: unknown;
+};
+
+/**
+ * A loaded plugin (`plugin.list`, `plugin.enable`, …).
+ */
+export type PluginInfo = {
+  /**
+   * Whether its tools are registered now.
+   */
+  enabled: boolean;
+  name: string;
+  /**
+   * The manifest file's path.
+   */
+  origin: string;
+  reloadable: boolean;
+  /**
+   * The tool names the manifest declares.
+   */
+  tools: string[];
+};
+
+/**
+ * `plugin.list` result.
+ */
+export type PluginListResult = {
+  plugins: PluginInfo[];
+};
+
+/**
+ * `plugin.enable` / `plugin.disable` / `plugin.reload` params.
+ */
+export type PluginNameParams = {
+  /**
+   * A loaded plugin's name (`plugin.list`).
+   */
+  name: string;
+};
+
+/**
+ * `plugin.enable` / `plugin.disable` / `plugin.reload` result: the plugin afterwards.
+ */
+export type PluginResult = {
+  plugin: PluginInfo;
+};
+
+/**
+ * `plugin.tools.describe` result: every registered tool, sorted by name.
+ */
+export type PluginToolsDescribeResult = {
+  tools: RegisteredTool[];
+};
+
+/**
+ * One row of the preset table. Every member is present; an unset field is null.
+ */
+export type PresetRow = {
+  /**
+   * Extra request body members (e.g. `top_k`).
+   */
+  extraBody: { [key: string]: unknown } | null;
+  /**
+   * A base URL substring, or `*` for any base URL.
+   */
+  host: string;
+  maxTokens: number | null;
+  /**
+   * Matched against the model id's final path segment, lowercased.
+   */
+  modelPrefix: string;
+  reasoningEffort: string | null;
+  temperature: number | null;
+  topP: number | null;
+};
+
+/**
+ * `presets.describe` result: the sampling-optima rows, in match order.
+ */
+export type PresetsDescribeResult = {
+  presets: PresetRow[];
+};
+
+/**
+ * `presets.resolve` params.
+ */
+export type PresetsResolveParams = {
+  baseUrl: string;
+  model: string;
+};
+
+/**
+ * `presets.resolve` result.
+ */
+export type PresetsResolveResult = {
+  /**
+   * Always present: what a request with that pair would get for the fields it leaves
+   * unset (the most specific row wins), or null when no row matches. `{}` means a row
+   * matched that sets nothing (e.g. `deepseek-reasoner`).
+   */
+  preset: SamplingPreset | null;
 };
 
 /**
@@ -274,6 +1105,45 @@ export type ReadStateSeed = {
 };
 
 /**
+ * The host's answer to `read_state.seed`: any object the host likes (`{ok: true}` is
+ * usual). The sidecar ignores it; only an error answer or a timeout is logged.
+ */
+export type ReadStateSeedAck = { [key: string]: unknown };
+
+/**
+ * `agent.session.messages`, `agent.session.branches` and `agent.session.tree` params.
+ */
+export type RecordRef = {
+  recordId: string;
+};
+
+/**
+ * One `plugin.tools.describe` row: everything the router knows about a registered tool.
+ */
+export type RegisteredTool = {
+  /**
+   * Whether the loop may run it beside other calls of the same round.
+   */
+  concurrencySafe: boolean;
+  description: string;
+  exposure: ToolExposure;
+  mode: ToolMode;
+  name: string;
+  /**
+   * The plugin that registered it; `null` for built-ins (always present).
+   */
+  plugin?: string | null;
+  /**
+   * Whether `tool.invoke` needs `consentGranted: true`.
+   */
+  requireConsent: boolean;
+  /**
+   * The tool's arguments as a JSON Schema.
+   */
+  schema: unknown;
+};
+
+/**
  * `request.cancel` params: the id of the request to cancel, as the host sent it.
  */
 export type RequestCancelParams = {
@@ -291,6 +1161,79 @@ export type RequestCancelResult = {
 };
 
 /**
+ * A chat role. Anything else in `messages[].role` is refused naming the value.
+ */
+export type Role = "system" | "user" | "assistant" | "tool";
+
+/**
+ * The `error` member of an error response.
+ */
+export type RpcErrorObject = {
+  code: number;
+  /**
+   * Always carries `kind`; `-32601` adds `method`.
+   */
+  data: { [key: string]: unknown };
+  /**
+   * Same as `data.kind`; kept top-level for hosts of the reference implementation.
+   */
+  kind: string;
+  message: string;
+};
+
+/**
+ * A preset's fields; only the ones it sets are present.
+ */
+export type SamplingPreset = {
+  extraBody?: { [key: string]: unknown } | null;
+  maxTokens?: number | null;
+  reasoningEffort?: string | null;
+  temperature?: number | null;
+  topP?: number | null;
+};
+
+/**
+ * `sandbox.describe` params: the egress to assess.
+ */
+export type SandboxDescribeParams = {
+  /**
+   * Reported only: hosts are not enforced one by one, so any network is `partial`.
+   */
+  allowedHosts?: string[];
+  /**
+   * Default: the config's `sandbox_network`.
+   */
+  network?: boolean | null;
+  /**
+   * Accepted and ignored (the Linux backend does not depend on the shell).
+   */
+  shell?: unknown;
+  /**
+   * Accepted and ignored: enforcement depends on egress alone.
+   */
+  writableRoots?: unknown;
+};
+
+/**
+ * `sandbox.describe` result: the `data._sandbox` marker a command run now with that egress
+ * would carry, and what keeps it from `full`.
+ */
+export type SandboxDescription = {
+  /**
+   * `landlock` or `none`.
+   */
+  backend: string;
+  /**
+   * `full`, `partial` or `none`.
+   */
+  enforcement: string;
+  /**
+   * Empty when `enforcement` is `full`.
+   */
+  missing: string[];
+};
+
+/**
  * `{backend, enforcement}` of a sandboxed tool's run.
  */
 export type SandboxMarker = {
@@ -299,6 +1242,146 @@ export type SandboxMarker = {
    * `full`, `partial` or `none`.
    */
   enforcement: string;
+};
+
+/**
+ * `agent.session.branches` result. An unknown record is no error: `lineage` is a lone root
+ * node for it and `children` is empty.
+ */
+export type SessionBranchesResult = {
+  /**
+   * The record's direct forks, oldest first.
+   */
+  children: BranchNode[];
+  /**
+   * Root → the record.
+   */
+  lineage: BranchNode[];
+  /**
+   * The walk up stopped after 32 ancestors before reaching a root.
+   */
+  truncated: boolean;
+};
+
+/**
+ * `agent.session.create` params. Upsert: an existing `sessionId` is overwritten whole
+ * (fields not given fall back to their defaults); its `createdAt` is kept.
+ */
+export type SessionCreateParams = {
+  /**
+   * Not blank.
+   */
+  chatId: string;
+  /**
+   * Default `plan`.
+   */
+  currentStage?: string | null;
+  /**
+   * Default `true`.
+   */
+  isActive?: boolean | null;
+  nextStage?: string | null;
+  projectId?: string | null;
+  /**
+   * Default `agent-entry`.
+   */
+  scenario?: string | null;
+  /**
+   * Default `sess_<32 hex>`; not blank when given.
+   */
+  sessionId?: string | null;
+  /**
+   * Any JSON, stored as given.
+   */
+  stageData?: unknown;
+  /**
+   * Default `local`.
+   */
+  userId?: string | null;
+};
+
+/**
+ * `agent.session.fork` params. The cut applies to the source's visible transcript, by
+ * precedence `untilSeq` > `beforeUserIndex` > `beforeLastUser` > none (everything).
+ */
+export type SessionForkParams = {
+  /**
+   * Keep up to and including the last user message (the fork re-asks it).
+   */
+  beforeLastUser?: boolean;
+  /**
+   * Keep up to and including user message N (0-based).
+   */
+  beforeUserIndex?: number | null;
+  /**
+   * Default: the last user message kept (at most 60 characters).
+   */
+  label?: string | null;
+  /**
+   * Default `<recordId>:fork:<12 hex>`; must not name an existing record.
+   */
+  newRecordId?: string | null;
+  /**
+   * The source record (not blank).
+   */
+  recordId: string;
+  /**
+   * Keep the messages with `seq ≤ untilSeq`.
+   */
+  untilSeq?: number | null;
+};
+
+/**
+ * `agent.session.list` params (all optional; omitted params list every session).
+ */
+export type SessionListParams = {
+  /**
+   * Only sessions with `isActive: true`.
+   */
+  activeOnly?: boolean;
+  chatId?: string | null;
+  userId?: string | null;
+};
+
+/**
+ * `agent.session.list` result: a bare array of sessions, oldest first.
+ */
+export type SessionListResult = AgentSession[];
+
+/**
+ * `agent.session.messages` result: the record's visible transcript (after its last
+ * compaction boundary, seeds expanded), in the shape `agent.chat.stream` takes as
+ * `messages`, each with its `seq` (a seeded message carries the seed's).
+ */
+export type SessionMessagesResult = {
+  messages: Message[];
+  recordId: string;
+};
+
+/**
+ * `agent.session.resume` params.
+ */
+export type SessionResumeParams = {
+  sessionId: string;
+};
+
+/**
+ * `agent.session.tree` result: the whole family of `recordId`, from its root, breadth first.
+ */
+export type SessionTreeResult = {
+  nodeCount: number;
+  /**
+   * As asked.
+   */
+  recordId: string;
+  /**
+   * The family root.
+   */
+  tree: TreeNode;
+  /**
+   * The family was cut at depth 32 or 500 nodes.
+   */
+  truncated: boolean;
 };
 
 export type ShutdownReason = "normal" | "eof";
@@ -332,6 +1415,82 @@ export type SidecarHealth = {
   status: string;
   uptimeMs: number;
   version: string;
+};
+
+/**
+ * One `skills.list` row.
+ */
+export type SkillInfo = {
+  conditions: string[];
+  /**
+   * The body after the front-matter, with `{scripts}` replaced by the skill's `scripts`
+   * directory.
+   */
+  content: string;
+  description: string;
+  /**
+   * The skill's directory name within its root.
+   */
+  dirName: string;
+  /**
+   * `name` when the front-matter has none.
+   */
+  displayName: string;
+  layer: SkillLayer;
+  match: SkillMatch;
+  modelInvocable: boolean;
+  name: string;
+  /**
+   * Default 500; rows are ordered by priority, highest first, then by name.
+   */
+  priority: number;
+  /**
+   * The absolute root the skill came from.
+   */
+  skillsDir: string;
+  tags: string[];
+};
+
+/**
+ * Whether a skill is injected up front or only listed in the catalog.
+ */
+export type SkillLayer = "catalog" | "eager";
+
+/**
+ * How a skill's `conditions` are matched against the request's.
+ */
+export type SkillMatch = "any" | "all";
+
+/**
+ * `skills.list` params.
+ */
+export type SkillsListParams = {
+  /**
+   * The request's conditions, matched against each skill's `conditions`.
+   */
+  conditions?: string[];
+  /**
+   * Skill names to leave out.
+   */
+  exclude?: string[];
+  /**
+   * List every skill whatever its conditions.
+   */
+  ignoreConditions?: boolean;
+  /**
+   * Directories holding skill folders (each with a `SKILL.md`): 1 to 32, each must exist.
+   * Later roots override earlier ones by skill name.
+   */
+  roots: string[];
+};
+
+/**
+ * `skills.list` result: the selected skills plus one line per skill that was skipped or
+ * is suspicious.
+ */
+export type SkillsListResult = {
+  skills: SkillInfo[];
+  warnings: string[];
 };
 
 /**
@@ -441,11 +1600,100 @@ export type StreamStarted = {
 };
 
 /**
+ * One replacement of `workspace.apply_edits`.
+ */
+export type TextEdit = {
+  /**
+   * Replacement text, inserted verbatim.
+   */
+  newText: string;
+  /**
+   * Text to find: non-empty, matching exactly one place (or every exact occurrence under
+   * `replaceAll`).
+   */
+  oldText: string;
+};
+
+/**
  * A call the model made (`stream.chunk` `toolCall`, `rawChunk.toolCallDelta`).
  */
 export type ToolCallChunk = {
   arguments: unknown;
   id: string;
+  name: string;
+};
+
+/**
+ * One `tool.list` row: the OpenAI function descriptor plus mode and exposure.
+ */
+export type ToolDescriptor = {
+  exposure: ToolExposure;
+  function: ToolFunctionSpec;
+  mode: ToolMode;
+  type: ToolDescriptorKind;
+};
+
+/**
+ * Always `function` (the OpenAI tool descriptor's `type`).
+ */
+export type ToolDescriptorKind = "function";
+
+/**
+ * A tool's tier: whether the model is offered it. Dispatch never looks at it.
+ */
+export type ToolExposure = "direct" | "deferred" | "hidden";
+
+/**
+ * The `function` member of a tool descriptor.
+ */
+export type ToolFunctionSpec = {
+  description: string;
+  name: string;
+  /**
+   * The tool's arguments as a JSON Schema (an object schema).
+   */
+  parameters: unknown;
+};
+
+/**
+ * The context of one `tool.invoke` call. Open on purpose: hosts put their own keys
+ * (`chatId`, …) in it, as they do in a turn's `toolContext`; they are accepted and unused.
+ */
+export type ToolInvokeContext = {
+  /**
+   * The absolute workspace directory the tool runs in (default: the process's cwd).
+   */
+  cwd?: string | null;
+  /**
+   * The sandbox posture for the commands this call runs (see `bash` in docs/protocol.md).
+   */
+  execSandbox?: ExecSandboxRequest | null;
+  sessionId?: string | null;
+  [key: string]: unknown;
+};
+
+/**
+ * `tool.invoke` params: run one tool by name (deferred and hidden tools too).
+ */
+export type ToolInvokeParams = {
+  /**
+   * The tool's arguments: an object, validated against the tool's schema (`null` or
+   * absent reads as `{}`; anything else is a `success: false` result).
+   */
+  arguments?: unknown;
+  /**
+   * Required (`true`) for a tool whose mode is `local`; without it the call is refused
+   * with -32002.
+   */
+  consentGranted?: boolean;
+  context?: ToolInvokeContext;
+  /**
+   * The call id the tool sees (default: `call_<n>`).
+   */
+  id?: string | null;
+  /**
+   * A registered tool name.
+   */
   name: string;
 };
 
@@ -467,6 +1715,16 @@ export type ToolInvokeRequest = {
 };
 
 /**
+ * `tool.list` result: every registered tool whatever its tier, sorted by name.
+ */
+export type ToolList = ToolDescriptor[];
+
+/**
+ * A tool's mode (its posture): what calling it can do.
+ */
+export type ToolMode = "read" | "safe_write" | "destructive" | "local" | "external";
+
+/**
  * What the runtime reports back. Other members are allowed for forward compatibility.
  */
 export type ToolResult = {
@@ -477,6 +1735,7 @@ export type ToolResult = {
   nextAction?: string | null;
   success: boolean;
   terminal?: boolean | null;
+  [key: string]: unknown;
 };
 
 /**
@@ -496,6 +1755,135 @@ export type ToolResultChunk = {
 };
 
 /**
+ * One loop event of a trace.
+ */
+export type TraceEvent = {
+  /**
+   * `evt_000001`, …
+   */
+  id: string;
+  /**
+   * `stage_start`, `llm_request`, `llm_response`, `content_delta`, `reasoning_delta`,
+   * `tool_call_start`, `tool_call_result`, `tool_error`, `steer`, `hook_action`,
+   * `budget_exhausted`, `soft_timeout`, `completion` or `error`.
+   */
+  kind: string;
+  name: string;
+  /**
+   * Free-form; a payload longer than 500 characters is replaced by `{truncated: "<first
+   * 500 characters>…"}`.
+   */
+  payload?: unknown;
+  /**
+   * 0-based.
+   */
+  sequence: number;
+  timestampMs: number;
+  traceId: string;
+};
+
+/**
+ * `trace.fetch` params.
+ */
+export type TraceFetchParams = {
+  traceId: string;
+};
+
+/**
+ * `trace.fetch` result: one stream's trace, from memory while it is kept there, else from
+ * the store.
+ */
+export type TraceFetchResult = {
+  /**
+   * At most 10000, in order.
+   */
+  events: TraceEvent[];
+  /**
+   * One `llm.request` span per provider request, one per tool execution.
+   */
+  spans: TraceSpan[];
+  trace: TraceHeader;
+};
+
+/**
+ * A trace's summary.
+ */
+export type TraceHeader = {
+  chatId?: string | null;
+  createdAt: string;
+  /**
+   * Once finished.
+   */
+  durationMs?: number | null;
+  errorMessage?: string | null;
+  /**
+   * Events recorded, including any beyond the 10000 kept.
+   */
+  eventCount: number;
+  hadError: boolean;
+  modelId: string;
+  sessionId?: string | null;
+  spanCount: number;
+  startedAtMs: number;
+  /**
+   * `running` while the stream runs, then its `stream.done` status.
+   */
+  status: string;
+  streamId: string;
+  totalTokens: number;
+  traceId: string;
+  updatedAt: string;
+};
+
+/**
+ * A timed operation of a trace.
+ */
+export type TraceSpan = {
+  attrs: { [key: string]: unknown };
+  durationMs?: number | null;
+  /**
+   * Once ended.
+   */
+  endMs?: number | null;
+  kind: string;
+  /**
+   * `llm.request` or the tool name.
+   */
+  name: string;
+  /**
+   * `span_0001`, `span_0002`, …
+   */
+  spanId: string;
+  startMs: number;
+  /**
+   * `running` until it ends.
+   */
+  status: string;
+  traceId: string;
+};
+
+/**
+ * A record in `agent.session.tree`: a branch node with its forks.
+ */
+export type TreeNode = {
+  /**
+   * Direct forks, oldest first.
+   */
+  children: TreeNode[];
+  depth: number;
+  label: string;
+  recordId: string;
+  /**
+   * Always present; null on the root.
+   */
+  sourceRecordId: string | null;
+  /**
+   * Always present; null on the root.
+   */
+  sourceUntilSeq: number | null;
+};
+
+/**
  * Token totals of a turn as the host sees them.
  */
 export type UsageReport = {
@@ -512,55 +1900,55 @@ export type UsageReport = {
 export interface Methods {
   "agent.chat.cancel": { params: StreamRef; result: null };
   "agent.chat.compact": { params: StreamRef; result: CompactResult };
-  "agent.chat.fork": { params: AnyValue; result: StreamStarted };
+  "agent.chat.fork": { params: ChatStreamParams; result: StreamStarted };
   "agent.chat.steer": { params: SteerParams; result: SteerResult };
-  "agent.chat.stream": { params: AnyValue; result: StreamStarted };
-  "agent.session.branches": { params: AnyValue; result: AnyValue };
-  "agent.session.create": { params: AnyValue; result: AnyValue };
-  "agent.session.fork": { params: AnyValue; result: AnyValue };
-  "agent.session.list": { params: AnyValue; result: AnyValue };
-  "agent.session.messages": { params: AnyValue; result: AnyValue };
-  "agent.session.resume": { params: AnyValue; result: AnyValue };
-  "agent.session.tree": { params: AnyValue; result: AnyValue };
+  "agent.chat.stream": { params: ChatStreamParams; result: StreamStarted };
+  "agent.session.branches": { params: RecordRef; result: SessionBranchesResult };
+  "agent.session.create": { params: SessionCreateParams; result: AgentSession };
+  "agent.session.fork": { params: SessionForkParams; result: BranchPoint };
+  "agent.session.list": { params: SessionListParams; result: SessionListResult };
+  "agent.session.messages": { params: RecordRef; result: SessionMessagesResult };
+  "agent.session.resume": { params: SessionResumeParams; result: AgentSession };
+  "agent.session.tree": { params: RecordRef; result: SessionTreeResult };
   "approval.clear": { params: ApprovalClearParams; result: ApprovalClearResult };
   "approval.list": { params: ApprovalListParams; result: ApprovalListResult };
-  "catalog.describe": { params: AnyValue; result: AnyValue };
-  "compat.describe": { params: AnyValue; result: AnyValue };
+  "catalog.describe": { params: NoParams; result: CatalogDescribeResult };
+  "compat.describe": { params: NoParams; result: CompatDescribeResult };
   "config.get": { params: ConfigGetParams; result: ConfigGetResult };
-  "config.set": { params: ConfigSetParams; result: ConfigGetResult };
-  "harness.describe": { params: AnyValue; result: AnyValue };
-  "models.list": { params: AnyValue; result: AnyValue };
-  "plugin.disable": { params: AnyValue; result: AnyValue };
-  "plugin.enable": { params: AnyValue; result: AnyValue };
-  "plugin.list": { params: AnyValue; result: AnyValue };
-  "plugin.reload": { params: AnyValue; result: AnyValue };
-  "plugin.tools.describe": { params: AnyValue; result: AnyValue };
-  "presets.describe": { params: AnyValue; result: AnyValue };
-  "presets.resolve": { params: AnyValue; result: AnyValue };
+  "config.set": { params: ConfigSetParams; result: null };
+  "harness.describe": { params: NoParams; result: HarnessDescription };
+  "models.list": { params: ModelsListParams; result: ModelsListResult };
+  "plugin.disable": { params: PluginNameParams; result: PluginResult };
+  "plugin.enable": { params: PluginNameParams; result: PluginResult };
+  "plugin.list": { params: NoParams; result: PluginListResult };
+  "plugin.reload": { params: PluginNameParams; result: PluginResult };
+  "plugin.tools.describe": { params: NoParams; result: PluginToolsDescribeResult };
+  "presets.describe": { params: NoParams; result: PresetsDescribeResult };
+  "presets.resolve": { params: PresetsResolveParams; result: PresetsResolveResult };
   "request.cancel": { params: RequestCancelParams; result: RequestCancelResult };
-  "sandbox.describe": { params: AnyValue; result: AnyValue };
-  "skills.list": { params: AnyValue; result: AnyValue };
+  "sandbox.describe": { params: SandboxDescribeParams; result: SandboxDescription };
+  "skills.list": { params: SkillsListParams; result: SkillsListResult };
   "system.ping": { params: NoParams; result: SidecarHealth };
   "system.shutdown": { params: NoParams; result: null };
   "system.shutdown_now": { params: NoParams; result: null };
-  "tool.invoke": { params: AnyValue; result: ToolResult };
-  "tool.list": { params: AnyValue; result: AnyValue };
-  "trace.fetch": { params: AnyValue; result: AnyValue };
-  "workspace.apply_edits": { params: AnyValue; result: AnyValue };
+  "tool.invoke": { params: ToolInvokeParams; result: ToolResult };
+  "tool.list": { params: NoParams; result: ToolList };
+  "trace.fetch": { params: TraceFetchParams; result: TraceFetchResult };
+  "workspace.apply_edits": { params: ApplyEditsParams; result: ApplyEditsResult };
 }
 
 export interface DebugMethods {
-  "debug.echo": { params: AnyValue; result: AnyValue };
-  "debug.record.append": { params: AnyValue; result: AnyValue };
-  "debug.reverse": { params: AnyValue; result: AnyValue };
-  "debug.sleep": { params: AnyValue; result: AnyValue };
+  "debug.echo": { params: DebugEchoParams; result: DebugEchoResult };
+  "debug.record.append": { params: DebugRecordAppendParams; result: DebugRecordAppendResult };
+  "debug.reverse": { params: DebugReverseParams; result: DebugReverseResult };
+  "debug.sleep": { params: DebugSleepParams; result: DebugSleepResult };
 }
 
 export interface ReverseRequests {
   "approval.request": { params: ApprovalRequest; result: ApprovalAnswer };
   "ask_user.request": { params: AskUserRequest; result: AskUserAnswer };
   "host.process.spawn": { params: HostSpawnRequest; result: HostSpawnResult };
-  "read_state.seed": { params: ReadStateSeed; result: AnyValue };
+  "read_state.seed": { params: ReadStateSeed; result: ReadStateSeedAck };
   "tool.invoke": { params: ToolInvokeRequest; result: ToolResult };
 }
 

@@ -3,8 +3,11 @@
 //! `implemented` only when this binary really does it. The default is the reference's
 //! bundled default restricted to what is implemented.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
+use crate::protocol::tools::{
+    HarnessAvailable, HarnessChoice, HarnessDefault, HarnessDescription, HarnessImpl,
+};
 use crate::tools::router::{Entry, Router};
 use crate::tools::tool_search::ToolSearch;
 use std::sync::Arc;
@@ -63,6 +66,43 @@ struct Impl {
     implemented: bool,
 }
 
+/// The implementations the default assembly uses.
+const PRESSURE_COMPACTION: Impl = Impl {
+    name: "pressure_compaction",
+    assumes: "The transcript can outgrow the window, so when the estimated prompt nears the window (or the provider reports an overflow) old tool results are folded and the middle of the conversation is summarized.",
+    implemented: true,
+};
+const SPILL: Impl = Impl {
+    name: "spill",
+    assumes: "One oversized tool output is better read on demand, so output past the inline limit is written to a file and the model sees a preview and the file's path.",
+    implemented: true,
+};
+const SIMPLE_RETRY: Impl = Impl {
+    name: "simple",
+    assumes: "Provider failures are mostly transient, so a retryable error (network, timeout, 408, 409, 429 or 5xx) is retried with capped exponential backoff and jitter, up to max_attempts attempts in all.",
+    implemented: true,
+};
+const NULL_VALIDATOR: Impl = Impl {
+    name: "null",
+    assumes: "The model's final answer is accepted as given, with no separate check before the turn ends.",
+    implemented: true,
+};
+const FULL_TOOLS: Impl = Impl {
+    name: "full",
+    assumes: "The model can handle every direct-tier tool in one list, and it finds deferred tools with tool_search.",
+    implemented: true,
+};
+const STATELESS: Impl = Impl {
+    name: "stateless",
+    assumes: "Nothing carries over between sessions except the durable record the host resumes.",
+    implemented: true,
+};
+const SINGLE: Impl = Impl {
+    name: "single",
+    assumes: "One agent loop handles the whole turn without spawning sub-agents.",
+    implemented: true,
+};
+
 /// Reference §3.12's `context` implementations. Pressure compaction (with overflow
 /// recovery) and spill live in `agent::compaction`; nothing can switch them off, and there
 /// is no separate aging of observations.
@@ -72,21 +112,13 @@ const CONTEXT: &[Impl] = &[
         assumes: "The whole turn fits in the model's window, so the transcript is never folded, summarized or spilled.",
         implemented: false,
     },
-    Impl {
-        name: "pressure_compaction",
-        assumes: "The transcript can outgrow the window, so when the estimated prompt nears the window (or the provider reports an overflow) old tool results are folded and the middle of the conversation is summarized.",
-        implemented: true,
-    },
+    PRESSURE_COMPACTION,
     Impl {
         name: "observation_aging",
         assumes: "Old tool observations lose value as a turn goes on, so they are shortened by age every round whatever the context pressure.",
         implemented: false,
     },
-    Impl {
-        name: "spill",
-        assumes: "One oversized tool output is better read on demand, so output past the inline limit is written to a file and the model sees a preview and the file's path.",
-        implemented: true,
-    },
+    SPILL,
 ];
 
 /// `retry`: only the simple backoff policy of `llm::retry` exists.
@@ -96,11 +128,7 @@ const RETRY: &[Impl] = &[
         assumes: "Provider request errors are final, so a failed request ends the turn without another attempt.",
         implemented: false,
     },
-    Impl {
-        name: "simple",
-        assumes: "Provider failures are mostly transient, so a retryable error (network, timeout, 408, 409, 429 or 5xx) is retried with capped exponential backoff and jitter, up to max_attempts attempts in all.",
-        implemented: true,
-    },
+    SIMPLE_RETRY,
     Impl {
         name: "informed_backtrack",
         assumes: "A failed request says something about what went wrong, so the loop steps back to the last good state and tries again with the failure's cause in view instead of repeating the same request.",
@@ -110,11 +138,7 @@ const RETRY: &[Impl] = &[
 
 /// `validator`: no validator exists, so `null` is what the binary does.
 const VALIDATOR: &[Impl] = &[
-    Impl {
-        name: "null",
-        assumes: "The model's final answer is accepted as given, with no separate check before the turn ends.",
-        implemented: true,
-    },
+    NULL_VALIDATOR,
     Impl {
         name: "self_critique",
         assumes: "The model catches its own mistakes when asked, so a critique pass reviews the answer before the turn ends and can send it back for another round.",
@@ -124,11 +148,7 @@ const VALIDATOR: &[Impl] = &[
 
 /// `tools`: all three are [`ToolsStrategy`] values (`toolsStrategy` on a chat request).
 const TOOLS: &[Impl] = &[
-    Impl {
-        name: "full",
-        assumes: "The model can handle every direct-tier tool in one list, and it finds deferred tools with tool_search.",
-        implemented: true,
-    },
+    FULL_TOOLS,
     Impl {
         name: "minimal",
         assumes: "A small model or a tight context does best with only bash, read_file, write_file and edit_file on offer.",
@@ -142,11 +162,7 @@ const TOOLS: &[Impl] = &[
 ];
 
 const MEMORY: &[Impl] = &[
-    Impl {
-        name: "stateless",
-        assumes: "Nothing carries over between sessions except the durable record the host resumes.",
-        implemented: true,
-    },
+    STATELESS,
     Impl {
         name: "filesystem",
         assumes: "Notes the agent writes to files in the workspace are worth reading back in later sessions.",
@@ -157,11 +173,7 @@ const MEMORY: &[Impl] = &[
 /// `orchestration`: delegation is not implemented (`agent::params` refuses a `subagent`
 /// configuration).
 const ORCHESTRATION: &[Impl] = &[
-    Impl {
-        name: "single",
-        assumes: "One agent loop handles the whole turn without spawning sub-agents.",
-        implemented: true,
-    },
+    SINGLE,
     Impl {
         name: "subagent",
         assumes: "Parts of a task can be delegated to child agent loops that work in their own context and report back.",
@@ -170,6 +182,7 @@ const ORCHESTRATION: &[Impl] = &[
 ];
 
 /// Every dimension, in reference order, with its implementations.
+#[cfg(test)]
 const DIMENSIONS: &[(&str, &[Impl])] = &[
     ("context", CONTEXT),
     ("retry", RETRY),
@@ -179,46 +192,54 @@ const DIMENSIONS: &[(&str, &[Impl])] = &[
     ("orchestration", ORCHESTRATION),
 ];
 
-fn available(list: &[Impl]) -> Value {
-    Value::Array(
-        list.iter()
-            .map(|i| json!({"impl": i.name, "assumes": i.assumes, "implemented": i.implemented}))
-            .collect(),
-    )
+fn available(list: &[Impl]) -> Vec<HarnessImpl> {
+    list.iter()
+        .map(|i| HarnessImpl {
+            name: i.name.to_string(),
+            assumes: i.assumes.to_string(),
+            implemented: i.implemented,
+        })
+        .collect()
 }
 
-/// A default entry `{impl, params, assumes}`; `Null` for a name the table lacks (a test
-/// guards that every default exists and is implemented).
-fn default_of(list: &[Impl], name: &str, params: Value) -> Value {
-    list.iter().find(|i| i.name == name).map_or(
-        Value::Null,
-        |i| json!({"impl": i.name, "params": params, "assumes": i.assumes}),
-    )
+/// A default entry `{impl, params, assumes}` (a test guards that every default is an
+/// implemented row of its dimension).
+fn chosen(i: &Impl, params: Map<String, Value>) -> HarnessChoice {
+    HarnessChoice {
+        name: i.name.to_string(),
+        params,
+        assumes: i.assumes.to_string(),
+    }
 }
 
 /// The `harness.describe` reply: every implementation reference §3.12 names, flagged by
 /// whether this binary does it, and the reference's bundled default restricted to what is
 /// implemented (its `informed_backtrack` retry is left out).
-pub fn describe() -> Value {
+pub fn describe() -> HarnessDescription {
     let max_attempts = crate::llm::RetryPolicy::default().max_attempts;
-    let mut available_map = serde_json::Map::new();
-    for (dim, list) in DIMENSIONS {
-        available_map.insert((*dim).to_string(), available(list));
-    }
-    json!({
-        "default": {
-            "context": [
-                default_of(CONTEXT, "pressure_compaction", json!({})),
-                default_of(CONTEXT, "spill", json!({})),
+    let mut retry_params = Map::new();
+    retry_params.insert("max_attempts".into(), json!(max_attempts));
+    HarnessDescription {
+        default: HarnessDefault {
+            context: vec![
+                chosen(&PRESSURE_COMPACTION, Map::new()),
+                chosen(&SPILL, Map::new()),
             ],
-            "retry": [default_of(RETRY, "simple", json!({"max_attempts": max_attempts}))],
-            "validator": [default_of(VALIDATOR, "null", json!({}))],
-            "tools": default_of(TOOLS, "full", json!({})),
-            "memory": default_of(MEMORY, "stateless", json!({})),
-            "orchestration": default_of(ORCHESTRATION, "single", json!({})),
+            retry: vec![chosen(&SIMPLE_RETRY, retry_params)],
+            validator: vec![chosen(&NULL_VALIDATOR, Map::new())],
+            tools: chosen(&FULL_TOOLS, Map::new()),
+            memory: chosen(&STATELESS, Map::new()),
+            orchestration: chosen(&SINGLE, Map::new()),
         },
-        "available": available_map,
-    })
+        available: HarnessAvailable {
+            context: available(CONTEXT),
+            retry: available(RETRY),
+            validator: available(VALIDATOR),
+            tools: available(TOOLS),
+            memory: available(MEMORY),
+            orchestration: available(ORCHESTRATION),
+        },
+    }
 }
 
 #[cfg(test)]
@@ -226,7 +247,6 @@ mod tests {
     use super::*;
     use crate::tools::router::Registration;
     use crate::tools::{Exposure, Tool, ToolContext, ToolFuture, ToolResult};
-    use serde_json::Map;
 
     struct T(&'static str, Exposure);
     impl Tool for T {
@@ -295,7 +315,7 @@ mod tests {
 
     #[test]
     fn default_is_the_bundled_default_restricted_to_what_is_implemented() {
-        let d = describe();
+        let d = serde_json::to_value(describe()).unwrap();
         let def = &d["default"];
         let names = |dim: &str| -> Vec<String> {
             def[dim]
@@ -327,6 +347,16 @@ mod tests {
                 assert_eq!(e["assumes"], row.assumes);
                 assert!(e["params"].is_object(), "{e}");
             }
+            // `available` lists the dimension's table, in order.
+            let listed: Vec<&str> = d["available"][*dim]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["impl"].as_str().unwrap())
+                .collect();
+            let table: Vec<&str> = list.iter().map(|i| i.name).collect();
+            assert_eq!(listed, table, "{dim}");
         }
+        assert_eq!(d["available"].as_object().unwrap().len(), DIMENSIONS.len());
     }
 }

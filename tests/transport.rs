@@ -354,8 +354,8 @@ fn wrong_params_are_invalid_params() {
 #[test]
 fn reverse_requests_round_trip() {
     let mut s = Sidecar::start();
-    s.send(&json!({"jsonrpc": "2.0", "id": "r1", "method": "debug.reverse", "params": {"method": "ask_user.request", "params": {"q": 1}}}));
-    let req = s.wait_for(WAIT, |v| v["method"] == "ask_user.request");
+    s.send(&json!({"jsonrpc": "2.0", "id": "r1", "method": "debug.reverse", "params": {"method": "host.echo", "params": {"q": 1}}}));
+    let req = s.wait_for(WAIT, |v| v["method"] == "host.echo");
     let rid = req["id"].as_str().unwrap().to_string();
     assert!(rid.starts_with("srv_"), "{req}");
     assert_eq!(req["params"]["q"], 1);
@@ -366,8 +366,8 @@ fn reverse_requests_round_trip() {
     assert_eq!(r["result"]["result"]["answers"]["a"], "yes");
 
     // The host's error surfaces with its code and kind.
-    s.send(&json!({"jsonrpc": "2.0", "id": "r2", "method": "debug.reverse", "params": {"method": "tool.invoke"}}));
-    let req = s.wait_for(WAIT, |v| v["method"] == "tool.invoke");
+    s.send(&json!({"jsonrpc": "2.0", "id": "r2", "method": "debug.reverse", "params": {"method": "host.other"}}));
+    let req = s.wait_for(WAIT, |v| v["method"] == "host.other");
     let rid2 = req["id"].as_str().unwrap().to_string();
     assert_ne!(rid, rid2);
     s.send(&json!({"jsonrpc": "2.0", "id": rid2, "error": {"code": -32601, "message": "no", "data": {"kind": "method_not_found"}}}));
@@ -378,9 +378,9 @@ fn reverse_requests_round_trip() {
     // No answer: the per-call timeout.
     let r = s.ok(
         "debug.reverse",
-        json!({"method": "approval.request", "timeoutMs": 100}),
+        json!({"method": "host.slow", "timeoutMs": 100}),
     );
     assert_eq!(r["error"]["kind"], "timeout");
-    let _ = s.wait_for(WAIT, |v| v["method"] == "approval.request");
+    let _ = s.wait_for(WAIT, |v| v["method"] == "host.slow");
     assert_eq!(s.ok("system.ping", Value::Null)["status"], "ok");
 }

@@ -541,6 +541,19 @@ pub fn parse(v: &Value, settings: LlmSettings, method: Method) -> Result<ChatPar
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The wire type hosts generate code from lists exactly the fields the parser accepts.
+    #[test]
+    fn wire_type_matches_the_accepted_fields() {
+        let mut wire: Vec<&str> =
+            strict::fields_of::<crate::protocol::chat::ChatStreamParams>().to_vec();
+        wire.extend(["base_url", "api_key"]);
+        wire.sort_unstable();
+        let mut known = known_fields().to_vec();
+        known.sort_unstable();
+        known.dedup();
+        assert_eq!(wire, known);
+    }
     use serde_json::json;
 
     fn p(v: Value) -> Result<ChatParams, String> {

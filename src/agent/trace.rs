@@ -6,7 +6,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::clock::{iso8601_ms, now_ms};
@@ -19,7 +19,7 @@ pub const MAX_EVENTS: usize = 10_000;
 /// Characters of an event payload kept (reference: ~500).
 pub const PAYLOAD_CHARS: usize = 500;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Span {
     pub span_id: String,
@@ -27,15 +27,15 @@ pub struct Span {
     pub name: String,
     pub kind: String,
     pub start_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_ms: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
     pub status: String,
     pub attrs: Map<String, Value>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
     pub id: String,
@@ -44,24 +44,24 @@ pub struct Event {
     pub name: String,
     pub sequence: u64,
     pub timestamp_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Header {
     pub trace_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
     pub stream_id: String,
     pub status: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
     pub had_error: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
     pub event_count: u64,
     pub span_count: u64,
@@ -70,6 +70,22 @@ pub struct Header {
     pub started_at_ms: u64,
     pub created_at: String,
     pub updated_at: String,
+}
+
+/// A copy of one trace: what `trace.fetch` answers, and the body the store keeps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceData {
+    #[serde(rename = "trace")]
+    pub header: Header,
+    pub spans: Vec<Span>,
+    pub events: Vec<Event>,
+}
+
+impl TraceData {
+    /// Reads a stored body back (`store::TraceRow::body`).
+    pub fn from_stored(body: Value) -> Result<TraceData, serde_json::Error> {
+        serde_json::from_value(body)
+    }
 }
 
 struct Data {
@@ -166,10 +182,19 @@ impl Trace {
         d.finished = true;
     }
 
-    /// `{trace, spans, events}`, the `trace.fetch` answer.
-    pub fn to_value(&self) -> Value {
+    /// A copy of the trace as it is now.
+    pub fn snapshot(&self) -> TraceData {
         let d = self.lock();
-        json!({"trace": d.header, "spans": d.spans, "events": d.events})
+        TraceData {
+            header: d.header.clone(),
+            spans: d.spans.clone(),
+            events: d.events.clone(),
+        }
+    }
+
+    /// `{trace, spans, events}`, the body the store keeps (`TraceData::from_stored` reads it).
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self.snapshot()).unwrap_or(Value::Null)
     }
 
     /// The row the store keeps for this trace (written once, when the stream finishes).
@@ -247,8 +272,8 @@ impl Traces {
         t
     }
 
-    /// `{trace, spans, events}` for `trace.fetch`.
-    pub fn fetch(&self, id: &str) -> Option<Value> {
+    /// A copy of a kept trace, for `trace.fetch`.
+    pub fn fetch(&self, id: &str) -> Option<TraceData> {
         let t = self
             .inner
             .lock()
@@ -256,7 +281,7 @@ impl Traces {
             .0
             .get(id)
             .cloned()?;
-        Some(t.to_value())
+        Some(t.snapshot())
     }
 
     /// Traces whose stream is still running (`activeTraces` in ping).

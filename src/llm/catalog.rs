@@ -7,8 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{OnceLock, RwLock};
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde::Deserialize;
 
 static RAW: &str = include_str!("../../data/catalog.json");
 
@@ -114,12 +113,11 @@ pub fn install_live(models: impl IntoIterator<Item = (String, LiveInfo)>) {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pricing {
     pub prompt_per_mtok: f64,
     pub completion_per_mtok: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub cached_per_mtok: Option<f64>,
 }
 
@@ -323,26 +321,6 @@ pub fn check_reasoning_effort(info: &ModelInfo, effort: &str) -> Result<(), Stri
     }
 }
 
-/// The `catalog.describe` reply.
-pub fn describe() -> Value {
-    let providers: Vec<Value> = catalog()
-        .providers
-        .iter()
-        .map(|p| {
-            let mut models: Vec<&str> = p.models.iter().map(|m| m.id.as_str()).collect();
-            models.sort_unstable();
-            json!({
-                "id": p.id,
-                "apiBaseUrl": p.api_base_url,
-                "envVars": p.env_vars,
-                "wireKind": p.wire_kind,
-                "models": models,
-            })
-        })
-        .collect();
-    json!({ "providers": providers })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -396,25 +374,5 @@ mod tests {
                 .unwrap_err()
                 .contains("no reasoningEffort")
         );
-    }
-
-    #[test]
-    fn describe_rows() {
-        let d = describe();
-        let rows = d["providers"].as_array().unwrap();
-        let ds = rows.iter().find(|r| r["id"] == "deepseek").unwrap();
-        assert!(ds["apiBaseUrl"].as_str().unwrap().contains("deepseek"));
-        assert_eq!(ds["wireKind"], "openai_compat");
-        let an = rows.iter().find(|r| r["id"] == "anthropic").unwrap();
-        assert_eq!(an["wireKind"], "anthropic");
-        let models: Vec<&str> = ds["models"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m.as_str().unwrap())
-            .collect();
-        let mut sorted = models.clone();
-        sorted.sort_unstable();
-        assert_eq!(models, sorted);
     }
 }

@@ -4,7 +4,7 @@
 //! Flags gate only what the provider adds itself; a host's `providerOptions` always win.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Which body member carries the output-token cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -175,8 +175,22 @@ pub fn resolve(base_url: &str, overrides: Option<CompatOverrides>) -> CompatFlag
     f
 }
 
-/// `compat.describe`: the flag vocabulary for host settings UIs.
-pub fn describe() -> Value {
+/// One flag as `compat.describe` documents it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlagDoc {
+    /// The key in the `compat` param (camelCase).
+    pub key: &'static str,
+    /// The `CompatFlags` field.
+    pub field: &'static str,
+    /// `bool`, `string`, `string-list` or `enum:<values>`.
+    pub kind: &'static str,
+    /// The reference (OpenAI) value.
+    pub default: Value,
+    pub description: &'static str,
+}
+
+/// `compat.describe`: the flag vocabulary for host settings UIs, in order.
+pub fn describe() -> Vec<FlagDoc> {
     let d = serde_json::to_value(CompatFlags::default()).unwrap_or(Value::Null);
     let rows: &[(&str, &str, &str, &str)] = &[
         (
@@ -234,24 +248,21 @@ pub fn describe() -> Value {
             "dotted usage paths read as cached prompt tokens, first present wins",
         ),
     ];
-    let flags: Vec<Value> = rows
-        .iter()
-        .map(|(key, field, kind, description)| {
-            json!({
-                "key": key,
-                "field": field,
-                "kind": kind,
-                "default": d.get(*key).cloned().unwrap_or(Value::Null),
-                "description": description,
-            })
+    rows.iter()
+        .map(|&(key, field, kind, description)| FlagDoc {
+            key,
+            field,
+            kind,
+            default: d.get(key).cloned().unwrap_or(Value::Null),
+            description,
         })
-        .collect();
-    json!({ "flags": flags })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn unknown_host_runs_reference_defaults() {
@@ -320,13 +331,12 @@ mod tests {
 
     #[test]
     fn describe_lists_nine_flags_with_defaults() {
-        let d = describe();
-        let flags = d["flags"].as_array().unwrap();
+        let flags = describe();
         assert_eq!(flags.len(), 9);
-        for f in flags {
-            assert!(!f["default"].is_null(), "{f}");
+        for f in &flags {
+            assert!(!f.default.is_null(), "{f:?}");
         }
-        assert_eq!(flags[1]["default"], "max_tokens");
-        assert_eq!(flags[0]["field"], "supports_usage_in_streaming");
+        assert_eq!(flags[1].default, "max_tokens");
+        assert_eq!(flags[0].field, "supports_usage_in_streaming");
     }
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::catalog::{self, LiveInfo, Pricing};
 use crate::clock;
@@ -128,33 +128,71 @@ pub fn parse_listing(body: &Value) -> Result<Vec<Listed>, String> {
     }
 }
 
-/// A listed model joined to the catalog: the row `models.list` returns. The window is the
-/// gateway's, else the catalog's, else the fallback window the loop budgets with.
-pub fn joined_row(l: &Listed) -> Value {
+/// A listed model joined to the catalog: a row of `models.list`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JoinedModel {
+    pub id: String,
+    /// The gateway's name, else the id.
+    pub name: String,
+    /// The gateway's window, else the catalog's, else the fallback window the loop budgets
+    /// with.
+    pub window: u64,
+    pub input: Vec<String>,
+    pub output: Vec<String>,
+    pub reasoning_levels: Vec<&'static str>,
+    /// The gateway's pricing, else the catalog's.
+    pub pricing: Option<Pricing>,
+    /// The catalog provider the id was joined to; `None` when the catalog does not know it.
+    pub joined_from: Option<String>,
+}
+
+/// Joins a listed model to the catalog.
+pub fn joined_row(l: &Listed) -> JoinedModel {
     let info = catalog::resolve(&l.id, None);
-    let catalog_hit = info.provider.clone();
-    let pricing = l.live.pricing.or(info.pricing);
+    let catalog_hit = info.provider;
     let window = l.live.window.unwrap_or(if catalog_hit.is_some() {
         info.window
     } else {
         catalog::FALLBACK_WINDOW
     });
-    json!({
-        "id": l.id,
-        "name": l.name.clone().unwrap_or_else(|| l.id.clone()),
-        "window": window,
-        "modalities": {"input": info.input, "output": info.output},
-        "reasoningLevels": info.reasoning_levels,
-        "pricing": pricing,
-        "joinedFrom": catalog_hit,
-        "capabilities": if catalog_hit.is_some() { "known" } else { "unknown" },
-    })
+    JoinedModel {
+        id: l.id.clone(),
+        name: l.name.clone().unwrap_or_else(|| l.id.clone()),
+        window,
+        input: info.input,
+        output: info.output,
+        reasoning_levels: info.reasoning_levels,
+        pricing: l.live.pricing.or(info.pricing),
+        joined_from: catalog_hit,
+    }
+}
+
+/// Where a listing came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListingStatus {
+    /// Fetched now, or from the cache within `CACHE_TTL`.
+    Live,
+    /// The fetch failed; the last cached listing.
+    Stale,
+    /// The fetch failed and nothing was cached.
+    Offline,
+}
+
+/// The `models.list` answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listing {
+    pub models: Vec<JoinedModel>,
+    pub status: ListingStatus,
+    /// When the listing was fetched (not for `Offline`).
+    pub fetched_at: Option<String>,
+    /// Why the fetch failed (`Stale`, `Offline`).
+    pub error: Option<String>,
 }
 
 struct Cached {
     at: Instant,
     fetched_at: String,
-    rows: Vec<Value>,
+    rows: Vec<JoinedModel>,
 }
 
 fn cache() -> &'static Mutex<HashMap<String, Cached>> {
@@ -231,47 +269,61 @@ async fn fetch(
     parse_listing(&body)
 }
 
-/// The `models.list` reply. An unreachable gateway is a successful reply with `error`.
+/// The `models.list` answer. An unreachable gateway is an answer with `error`, not an error.
 pub async fn list(
     client: &reqwest::Client,
     base_url: &str,
     api_key: Option<&str>,
     provider: Option<&str>,
     refresh: bool,
-) -> Value {
+) -> Listing {
     let key = base_url.trim_end_matches('/').to_string();
     if !refresh {
         let c = cache().lock().unwrap_or_else(|e| e.into_inner());
         if let Some(hit) = c.get(&key).filter(|h| h.at.elapsed() < CACHE_TTL) {
-            return json!({"models": hit.rows, "catalogStatus": "live", "fetchedAt": hit.fetched_at});
+            return Listing {
+                models: hit.rows.clone(),
+                status: ListingStatus::Live,
+                fetched_at: Some(hit.fetched_at.clone()),
+                error: None,
+            };
         }
     }
     match fetch(client, base_url, api_key, provider).await {
         Ok(listing) => {
             catalog::install_live(listing.iter().map(|l| (l.id.clone(), l.live.clone())));
-            let rows: Vec<Value> = listing.iter().map(joined_row).collect();
+            let rows: Vec<JoinedModel> = listing.iter().map(joined_row).collect();
             let fetched_at = clock::now_iso8601();
-            let reply = json!({"models": rows, "catalogStatus": "live", "fetchedAt": fetched_at});
             cache().lock().unwrap_or_else(|e| e.into_inner()).insert(
                 key,
                 Cached {
                     at: Instant::now(),
-                    fetched_at,
-                    rows,
+                    fetched_at: fetched_at.clone(),
+                    rows: rows.clone(),
                 },
             );
-            reply
+            Listing {
+                models: rows,
+                status: ListingStatus::Live,
+                fetched_at: Some(fetched_at),
+                error: None,
+            }
         }
         Err(error) => {
             let c = cache().lock().unwrap_or_else(|e| e.into_inner());
             match c.get(&key) {
-                Some(old) => json!({
-                    "models": old.rows,
-                    "catalogStatus": "stale",
-                    "fetchedAt": old.fetched_at,
-                    "error": error,
-                }),
-                None => json!({"models": [], "catalogStatus": "offline", "error": error}),
+                Some(old) => Listing {
+                    models: old.rows.clone(),
+                    status: ListingStatus::Stale,
+                    fetched_at: Some(old.fetched_at.clone()),
+                    error: Some(error),
+                },
+                None => Listing {
+                    models: Vec::new(),
+                    status: ListingStatus::Offline,
+                    fetched_at: None,
+                    error: Some(error),
+                },
             }
         }
     }
@@ -280,6 +332,7 @@ pub async fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn both_shapes_and_field_variants() {
@@ -327,17 +380,15 @@ mod tests {
             name: None,
             live: LiveInfo::default(),
         });
-        assert_eq!(known["capabilities"], "known");
-        assert!(known["joinedFrom"].is_string());
-        assert!(known["window"].as_u64().unwrap() > 0);
+        assert!(known.joined_from.is_some());
+        assert!(known.window > 0);
         let unknown = joined_row(&Listed {
             id: "totally-unknown-model-zz".into(),
             name: Some("Z".into()),
             live: LiveInfo::default(),
         });
-        assert_eq!(unknown["capabilities"], "unknown");
-        assert!(unknown["joinedFrom"].is_null());
-        assert_eq!(unknown["window"], catalog::FALLBACK_WINDOW);
-        assert_eq!(unknown["name"], "Z");
+        assert!(unknown.joined_from.is_none());
+        assert_eq!(unknown.window, catalog::FALLBACK_WINDOW);
+        assert_eq!(unknown.name, "Z");
     }
 }

@@ -2,22 +2,23 @@
 //! prefix) table that fills request fields the caller left unset. Explicit request fields
 //! always win, and compat flags still gate what may be sent at all.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-/// A preset's fields; unset ones are left to the request.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// A preset's fields; unset ones are left to the request. Read from a chat's
+/// `presets.override`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Preset {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub temperature: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub top_p: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub max_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub reasoning_effort: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub extra_body: Option<Map<String, Value>>,
 }
 
@@ -200,24 +201,24 @@ impl PresetMode {
     }
 }
 
-/// The `presets.describe` reply: every row in order.
-pub fn describe() -> Value {
-    let rows: Vec<Value> = ROWS
-        .iter()
-        .map(|r| {
-            let p = r.preset();
-            json!({
-                "host": r.host,
-                "modelPrefix": r.model_prefix,
-                "temperature": p.temperature,
-                "topP": p.top_p,
-                "maxTokens": p.max_tokens,
-                "reasoningEffort": p.reasoning_effort,
-                "extraBody": p.extra_body,
-            })
+/// One row of the table: where it applies and what it sets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PresetEntry {
+    /// A base URL substring; `*` matches every host.
+    pub host: &'static str,
+    pub model_prefix: &'static str,
+    pub preset: Preset,
+}
+
+/// Every row, in order (`presets.describe`).
+pub fn entries() -> Vec<PresetEntry> {
+    ROWS.iter()
+        .map(|r| PresetEntry {
+            host: r.host,
+            model_prefix: r.model_prefix,
+            preset: r.preset(),
         })
-        .collect();
-    json!({ "presets": rows })
+        .collect()
 }
 
 #[cfg(test)]
@@ -226,12 +227,12 @@ mod tests {
 
     #[test]
     fn fourteen_rows_in_order() {
-        let d = describe();
-        let rows = d["presets"].as_array().unwrap();
+        let rows = entries();
         assert_eq!(rows.len(), 14);
-        assert_eq!(rows[0]["host"], "api.deepseek.com");
-        assert_eq!(rows[12]["reasoningEffort"], "medium");
-        assert_eq!(rows[13]["extraBody"]["top_k"], 40);
+        assert_eq!(rows[0].host, "api.deepseek.com");
+        assert_eq!(rows[12].preset.reasoning_effort.as_deref(), Some("medium"));
+        let extra = rows[13].preset.extra_body.as_ref().unwrap();
+        assert_eq!(extra["top_k"], 40);
     }
 
     #[test]

@@ -2,11 +2,12 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// A chat role. Anything else in `messages[].role` is refused naming the value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     System,
@@ -39,9 +40,11 @@ impl Role {
 }
 
 /// One part of a multi-part user message (§1.8 `parts`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "MessagePart")]
 pub struct Part {
+    /// `text` or `image`.
     #[serde(rename = "type")]
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -55,11 +58,11 @@ pub struct Part {
     pub media_type: Option<String>,
 }
 
-/// A chat message in the wire vocabulary of `agent.chat.stream` (§1.8), camelCase. The one
-/// shape for input (`messages`) and output (`agent.session.messages`), so a host can send a
-/// stored history back unchanged. Unknown keys are refused (`llm::parse_messages` names the
-/// nearest known one).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A chat message in the wire vocabulary of `agent.chat.stream`, camelCase. The one shape
+/// for input (`messages`) and output (`agent.session.messages`), so a host can send a stored
+/// history back unchanged. Unknown keys are refused naming the nearest known one
+/// (`llm::parse_messages`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Message {
     /// The record's seq on output (`agent.session.messages`); accepted and ignored on input.
@@ -67,12 +70,18 @@ pub struct Message {
     pub seq: Option<i64>,
     #[serde(deserialize_with = "de_role")]
     pub role: Role,
+    /// Required on `system`, `user` (unless `parts` carries the content) and `tool`
+    /// messages; an `assistant` turn with `toolCalls` may leave it empty or `null`. Always a
+    /// string on output.
     #[serde(default, deserialize_with = "de_content")]
+    #[schemars(with = "Option<String>")]
     pub content: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The call a `tool` message answers (required there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// The calls an `assistant` turn made.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
     /// The model's reasoning on this (assistant) turn, echoed back per the compat flags.
@@ -85,6 +94,7 @@ pub struct Message {
     /// OpenRouter's structured reasoning, echoed back verbatim on tool-call turns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_details: Option<Value>,
+    /// Multi-part user content (text and images).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<Part>,
 }
@@ -117,8 +127,9 @@ fn de_content<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error
 
 /// A complete tool call: what the model asked for, after every fragment was accumulated.
 /// In `messages[].toolCalls` unknown keys are refused, like the message's own.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "MessageToolCall")]
 pub struct ToolCall {
     pub id: String,
     pub name: String,

@@ -171,3 +171,154 @@ pub struct StreamChunk {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_chunk: Option<RawChunkFrame>,
 }
+
+/// `approval` of `agent.chat.stream`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApprovalParam {
+    /// `auto` (default, unless the config says `host`) or `host`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// How long one `approval.request` waits (1–86400000); default `approval_timeout_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<i64>,
+}
+
+/// `agent.chat.stream` / `agent.chat.fork` params. Unknown fields are refused naming the
+/// nearest known one; `base_url` / `api_key` are accepted for `baseUrl` / `apiKey`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChatStreamParams {
+    /// `openai_compat` (`openai`, `openai-compatible`), `ollama`, or `scripted`.
+    pub provider: String,
+    /// The model id (any string for `scripted`).
+    #[serde(default)]
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// Falls back to `OUTRIGGER_API_KEY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// OpenAI-compatible wire quirks (`compat.describe` lists the keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compat: Option<Map<String, Value>>,
+    /// `{enabled: bool}` or `{override: {…}}` (`presets.describe`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presets: Option<Value>,
+    /// `scripted` provider: the model's turns inline (docs/scripted-provider.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<Vec<Value>>,
+    /// `scripted` provider: a JSON Lines file of turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script_path: Option<String>,
+    /// The conversation (the shape `agent.session.messages` returns); `[]` only with
+    /// `resume`. With `fromRecord`, only the new messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Checked against the model catalog.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// Passed through to the provider's request body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_options: Option<Map<String, Value>>,
+    /// Accepted and ignored: every stream runs the CoreLoop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_core_loop: Option<bool>,
+    /// Default `str_<32 hex>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat_id: Option<String>,
+    /// The durable record; default `chatId`, else the stream id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_id: Option<String>,
+    /// Continue the record with no new messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<bool>,
+    /// Seed the turn with the record and append `messages` (send only what is new).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_record: Option<bool>,
+    /// Provider requests at most (1–10000, default 80).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rounds: Option<u64>,
+    /// Consecutive failed tool results that end the turn (1–10000, default 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_errors: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_max_tool_calls: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soft_timeout_ms: Option<i64>,
+    /// Per tool call (default 300000); also bounds host tool and ask_user waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_timeout_ms: Option<i64>,
+    /// `boundary` (default) or `interrupt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steer_mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_context_tokens: Option<u64>,
+    /// `all` (default) or `final`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_raw_chunks: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    /// Absolute workspace directory for the file tools and bash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// `full` (default), `minimal` or `progressive`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools_strategy: Option<String>,
+    /// `{network?, allowedHosts?, writableRoots?, requireFull?, requireBackend?, shell?,
+    /// hostSpawn?}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_sandbox: Option<Map<String, Value>>,
+    /// The file tools' read-state session; default the record id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Host tool descriptors (OpenAI function shape, optional `mode`); needs `toolsViaHost`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools_via_host: Option<bool>,
+    /// Merged into every reverse `tool.invoke` context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_context: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalParam>,
+    /// Offer `ask_user` (answered over `ask_user.request`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask_user: Option<bool>,
+    /// `agent.chat.fork`: cut the source record after this seq.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_seq: Option<i64>,
+    /// `agent.chat.fork` from a trace: refused (pass `recordId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    /// Not supported: refused unless null, false or empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<Value>,
+    /// Not supported: refused unless null, false or empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orchestration: Option<Value>,
+    /// Not supported: refused unless null, false or empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Value>,
+    /// Not supported: refused unless null, false or empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world_state: Option<Value>,
+    /// Not supported: refused unless null, false or empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anti_hallucination: Option<Value>,
+    /// Sub-agents are not built: `false` is accepted, an object is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<Value>,
+}

@@ -109,6 +109,11 @@ pub struct ReadStateSeed {
     pub state: Map<String, Value>,
 }
 
+/// The host's answer to `read_state.seed`: any object the host likes (`{ok: true}` is
+/// usual). The sidecar ignores it; only an error answer or a timeout is logged.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ReadStateSeedAck(pub Map<String, Value>);
+
 /// The confinement the sidecar would have applied (`host.process.spawn`).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -8,9 +8,13 @@ use schemars::{JsonSchema, Schema, schema_for};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub mod catalog;
 pub mod chat;
+pub mod debug;
 pub mod host;
+pub mod session;
 pub mod table;
+pub mod tools;
 pub mod ts;
 
 pub const PROTOCOL_VERSION: &str = "0.1.0";

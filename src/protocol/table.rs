@@ -44,7 +44,11 @@ const fn note<P: JsonSchema>(name: &'static str) -> Notification {
 /// `untyped()` lists it so the gap is visible.
 pub type Untyped = Value;
 
+use super::catalog as cat;
+use super::debug as d;
 use super::host as h;
+use super::session as ses;
+use super::tools as t;
 use super::*;
 
 /// Every method a host can call (the `debug.*` diagnostics are in `DEBUG_METHODS`).
@@ -53,36 +57,36 @@ pub const METHODS: &[Call] = &[
     call::<NoParams, ()>("system.shutdown"),
     call::<NoParams, ()>("system.shutdown_now"),
     call::<ConfigGetParams, ConfigGetResult>("config.get"),
-    call::<ConfigSetParams, ConfigGetResult>("config.set"),
-    call::<Untyped, Untyped>("tool.list"),
-    call::<Untyped, ToolResult>("tool.invoke"),
-    call::<Untyped, Untyped>("plugin.tools.describe"),
-    call::<Untyped, Untyped>("plugin.list"),
-    call::<Untyped, Untyped>("plugin.enable"),
-    call::<Untyped, Untyped>("plugin.disable"),
-    call::<Untyped, Untyped>("plugin.reload"),
-    call::<Untyped, Untyped>("skills.list"),
-    call::<Untyped, Untyped>("harness.describe"),
-    call::<Untyped, Untyped>("catalog.describe"),
-    call::<Untyped, Untyped>("presets.describe"),
-    call::<Untyped, Untyped>("presets.resolve"),
-    call::<Untyped, Untyped>("models.list"),
-    call::<Untyped, Untyped>("sandbox.describe"),
-    call::<Untyped, Untyped>("compat.describe"),
-    call::<Untyped, Untyped>("workspace.apply_edits"),
-    call::<Untyped, Untyped>("agent.session.create"),
-    call::<Untyped, Untyped>("agent.session.resume"),
-    call::<Untyped, Untyped>("agent.session.list"),
-    call::<Untyped, Untyped>("agent.session.messages"),
-    call::<Untyped, Untyped>("agent.session.fork"),
-    call::<Untyped, Untyped>("agent.session.branches"),
-    call::<Untyped, Untyped>("agent.session.tree"),
-    call::<Untyped, chat::StreamStarted>("agent.chat.stream"),
+    call::<ConfigSetParams, ()>("config.set"),
+    call::<NoParams, t::ToolList>("tool.list"),
+    call::<t::ToolInvokeParams, ToolResult>("tool.invoke"),
+    call::<NoParams, t::PluginToolsDescribeResult>("plugin.tools.describe"),
+    call::<NoParams, t::PluginListResult>("plugin.list"),
+    call::<t::PluginNameParams, t::PluginResult>("plugin.enable"),
+    call::<t::PluginNameParams, t::PluginResult>("plugin.disable"),
+    call::<t::PluginNameParams, t::PluginResult>("plugin.reload"),
+    call::<t::SkillsListParams, t::SkillsListResult>("skills.list"),
+    call::<NoParams, t::HarnessDescription>("harness.describe"),
+    call::<NoParams, cat::CatalogDescribeResult>("catalog.describe"),
+    call::<NoParams, cat::PresetsDescribeResult>("presets.describe"),
+    call::<cat::PresetsResolveParams, cat::PresetsResolveResult>("presets.resolve"),
+    call::<cat::ModelsListParams, cat::ModelsListResult>("models.list"),
+    call::<t::SandboxDescribeParams, t::SandboxDescription>("sandbox.describe"),
+    call::<NoParams, cat::CompatDescribeResult>("compat.describe"),
+    call::<t::ApplyEditsParams, t::ApplyEditsResult>("workspace.apply_edits"),
+    call::<ses::SessionCreateParams, ses::AgentSession>("agent.session.create"),
+    call::<ses::SessionResumeParams, ses::AgentSession>("agent.session.resume"),
+    call::<ses::SessionListParams, ses::SessionListResult>("agent.session.list"),
+    call::<ses::RecordRef, ses::SessionMessagesResult>("agent.session.messages"),
+    call::<ses::SessionForkParams, ses::BranchPoint>("agent.session.fork"),
+    call::<ses::RecordRef, ses::SessionBranchesResult>("agent.session.branches"),
+    call::<ses::RecordRef, ses::SessionTreeResult>("agent.session.tree"),
+    call::<chat::ChatStreamParams, chat::StreamStarted>("agent.chat.stream"),
     call::<chat::StreamRef, ()>("agent.chat.cancel"),
     call::<chat::SteerParams, chat::SteerResult>("agent.chat.steer"),
     call::<chat::StreamRef, chat::CompactResult>("agent.chat.compact"),
-    call::<Untyped, chat::StreamStarted>("agent.chat.fork"),
-    call::<Untyped, Untyped>("trace.fetch"),
+    call::<chat::ChatStreamParams, chat::StreamStarted>("agent.chat.fork"),
+    call::<ses::TraceFetchParams, ses::TraceFetchResult>("trace.fetch"),
     call::<h::ApprovalListParams, h::ApprovalListResult>("approval.list"),
     call::<h::ApprovalClearParams, h::ApprovalClearResult>("approval.clear"),
     call::<RequestCancelParams, RequestCancelResult>("request.cancel"),
@@ -90,10 +94,10 @@ pub const METHODS: &[Call] = &[
 
 /// Diagnostics, served only with `OUTRIGGER_DEBUG_METHODS=1`.
 pub const DEBUG_METHODS: &[Call] = &[
-    call::<Untyped, Untyped>("debug.sleep"),
-    call::<Untyped, Untyped>("debug.echo"),
-    call::<Untyped, Untyped>("debug.reverse"),
-    call::<Untyped, Untyped>("debug.record.append"),
+    call::<d::DebugSleepParams, d::DebugSleepResult>("debug.sleep"),
+    call::<d::DebugEchoParams, d::DebugEchoResult>("debug.echo"),
+    call::<d::DebugReverseParams, d::DebugReverseResult>("debug.reverse"),
+    call::<d::DebugRecordAppendParams, d::DebugRecordAppendResult>("debug.record.append"),
 ];
 
 /// Every notification the sidecar sends.
@@ -110,7 +114,7 @@ pub const REVERSE_REQUESTS: &[Call] = &[
     call::<h::ToolInvokeRequest, ToolResult>("tool.invoke"),
     call::<h::ApprovalRequest, h::ApprovalAnswer>("approval.request"),
     call::<h::AskUserRequest, h::AskUserAnswer>("ask_user.request"),
-    call::<h::ReadStateSeed, Untyped>("read_state.seed"),
+    call::<h::ReadStateSeed, h::ReadStateSeedAck>("read_state.seed"),
     call::<h::HostSpawnRequest, h::HostSpawnResult>("host.process.spawn"),
 ];
 
@@ -182,6 +186,7 @@ pub fn bundle() -> Value {
             )
         })
         .collect();
+    let error = hoist(schema_of::<RpcErrorObject>(), &mut defs);
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Outrigger protocol",
@@ -191,6 +196,7 @@ pub fn bundle() -> Value {
         "debugMethods": debug,
         "notifications": notifications,
         "reverseRequests": reverse,
+        "error": error,
         "$defs": defs,
     })
 }

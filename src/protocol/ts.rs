@@ -126,10 +126,18 @@ fn object_type(o: &Map<String, Value>, prefix: &str, indent: &str) -> String {
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
+    let named = props.is_some_and(|p| !p.is_empty());
+    // An explicit `additionalProperties` (a `#[serde(flatten)]` map beside named fields)
+    // keeps its index signature, or a host could not read the other keys. Beside named
+    // fields it is `unknown`: TypeScript requires every property to fit the index type
+    // (TS2411). Absent means the same to JSON Schema but is left closed: a host building the
+    // object keeps TypeScript's excess-property check.
     let extra = match o.get("additionalProperties") {
         Some(Value::Bool(false)) => None,
+        Some(Value::Bool(true)) => Some("unknown".to_string()),
+        Some(Value::Object(_)) if named => Some("unknown".to_string()),
         Some(v @ Value::Object(_)) => Some(type_of(v, prefix, indent)),
-        _ if props.is_none_or(|p| p.is_empty()) => Some("unknown".to_string()),
+        _ if !named => Some("unknown".to_string()),
         _ => None,
     };
     let Some(props) = props.filter(|p| !p.is_empty()) else {
@@ -210,5 +218,37 @@ mod tests {
         assert!(sub.contains("ok: true;"), "{sub}");
         let empty = json!({"type": "object", "additionalProperties": false});
         assert!(declaration("Empty", &empty).contains("Record<string, never>"));
+    }
+
+    #[test]
+    fn open_objects_with_fields_keep_their_index_signature() {
+        // `Notice { kind, #[serde(flatten)] fields }`: the other keys must stay readable.
+        let open = json!({
+            "type": "object",
+            "properties": {"kind": {"type": "string"}},
+            "required": ["kind"],
+            "additionalProperties": true
+        });
+        let t = declaration("Notice", &open);
+        assert!(
+            t.contains("  kind: string;\n  [key: string]: unknown;\n}"),
+            "{t}"
+        );
+        // A typed map beside a field of another type: `unknown`, which every field fits.
+        let typed = json!({
+            "type": "object",
+            "properties": {"kind": {"type": "string"}},
+            "additionalProperties": {"type": "integer"}
+        });
+        let t = declaration("Counts", &typed);
+        assert!(
+            t.contains("  kind?: string;\n  [key: string]: unknown;"),
+            "{t}"
+        );
+        let map = json!({"type": "object", "additionalProperties": {"type": "integer"}});
+        assert!(declaration("Map", &map).contains("{ [key: string]: number }"));
+        // Absent stays closed, so a host's typo in an object literal fails `tsc`.
+        let plain = json!({"type": "object", "properties": {"kind": {"type": "string"}}});
+        assert!(!declaration("Plain", &plain).contains("[key: string]"));
     }
 }

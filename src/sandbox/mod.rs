@@ -37,16 +37,21 @@ pub struct Marker {
     pub enforcement: String,
 }
 
-/// A call's sandbox request (`tool.invoke` `context.execSandbox`; the turn param later).
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+/// A call's sandbox request (`tool.invoke` `context.execSandbox`, the turn's
+/// `execSandbox`). Also a wire type (`protocol::tools` re-exports it).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExecSandboxRequest {
+    /// Network on or off (default: the config's `sandbox_network`).
     pub network: Option<bool>,
+    /// Reported only: hosts are not enforced one by one.
     pub allowed_hosts: Option<Vec<String>>,
     /// Absolute directories writable besides the workspace.
     pub writable_roots: Option<Vec<PathBuf>>,
+    /// Refuse to run unless enforcement is `full`.
     #[serde(default)]
     pub require_full: bool,
+    /// Refuse to run unless this backend (`landlock`) applies.
     pub require_backend: Option<String>,
     /// Accepted for parity with the reference; the Linux backend does not depend on it.
     pub shell: Option<Value>,

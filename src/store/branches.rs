@@ -3,7 +3,6 @@
 use std::collections::HashSet;
 
 use rusqlite::Connection;
-use serde::Serialize;
 use serde_json::Value;
 
 use super::error::StoreError;
@@ -109,8 +108,7 @@ pub fn derive_label(messages: &[Value]) -> String {
 }
 
 /// One record in a branch view.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BranchNode {
     pub record_id: String,
     pub source_record_id: Option<String>,
@@ -135,7 +133,7 @@ fn node(row: &RecordRow, depth: usize) -> BranchNode {
 }
 
 /// Root → self, depths numbered from the root reached.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Lineage {
     pub nodes: Vec<BranchNode>,
     /// The walk stopped at `MAX_LINEAGE_DEPTH` ancestors before reaching a root.
@@ -191,16 +189,13 @@ pub fn children(
     Ok(out)
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TreeNode {
-    #[serde(flatten)]
     pub node: BranchNode,
     pub children: Vec<TreeNode>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Tree {
     pub record_id: String,
     pub tree: TreeNode,

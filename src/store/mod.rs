@@ -22,7 +22,6 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use rusqlite::{Connection, TransactionBehavior};
-use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 pub use approvals::ApprovalRule;
@@ -51,9 +50,8 @@ pub struct ForkRequest {
     pub label: Option<String>,
 }
 
-/// The result of a fork (`BranchPoint` on the wire).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// The result of a fork (`protocol::session::BranchPoint` on the wire).
+#[derive(Debug, Clone, PartialEq)]
 pub struct BranchPoint {
     pub record_id: String,
     pub source_record_id: String,

@@ -1,26 +1,20 @@
 //! Agent sessions: one row per `sessionId`, upserted whole.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::StoreError;
 
-/// The wire shape (`AgentSession`, reference §1.5).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// A session row (`protocol::session::AgentSession` on the wire).
+#[derive(Debug, Clone, PartialEq)]
 pub struct AgentSession {
     pub session_id: String,
     pub user_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub project_id: Option<String>,
     pub chat_id: String,
     pub current_stage: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub next_stage: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub scenario: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub stage_data: Option<Value>,
     pub is_active: bool,
     pub created_at: String,

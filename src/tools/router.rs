@@ -327,34 +327,6 @@ impl Entry {
         let validator = validator.as_ref().map_err(Clone::clone)?;
         schema_problems(validator, args)
     }
-
-    /// The OpenAI function descriptor plus mode and exposure (`tool.list`).
-    pub fn descriptor(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
-            "mode": self.mode.as_str(),
-            "exposure": self.exposure.as_str(),
-        })
-    }
-
-    /// The full row (`plugin.tools.describe`).
-    pub fn row(&self) -> Value {
-        json!({
-            "name": self.name,
-            "description": self.description,
-            "schema": self.parameters,
-            "mode": self.mode.as_str(),
-            "exposure": self.exposure.as_str(),
-            "requireConsent": self.require_consent,
-            "concurrencySafe": self.concurrency_safe,
-            "plugin": self.plugin,
-        })
-    }
 }
 
 /// A call's arguments as an object (`null` reads as `{}`), or the error the model gets.

@@ -1,7 +1,7 @@
 //! `skills.list` core (reference behaviour §3.11): discover `SKILL.md` files under skill roots,
 //! validate their YAML front-matter, resolve overrides and layers, and select the skills a
 //! request's conditions allow. Pure library code: the RPC layer maps every [`SkillsError`] to
-//! -32602 and serialises [`SkillsListing`] as the result.
+//! -32602 and converts [`SkillsListing`] into the wire result.
 //!
 //! # Failure policy
 //! Only request-level problems are errors; every per-skill problem becomes a warning so one bad
@@ -47,7 +47,7 @@ use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_yaml_ng::{Mapping, Value};
 
 /// The file that makes a directory a skill.
@@ -76,16 +76,12 @@ pub const EAGER_PRIORITY: i64 = 850;
 const SCRIPTS_PLACEHOLDER: &str = "{scripts}";
 const NAME_PATTERN: &str = "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$";
 
-/// `skills.list` params. `roots` has no serde default so a missing field fails naming `roots`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// What to list (the RPC layer builds it from `protocol::tools::SkillsListParams`).
+#[derive(Debug, Clone, Default)]
 pub struct SkillsQuery {
     pub roots: Vec<PathBuf>,
-    #[serde(default)]
     pub conditions: Vec<String>,
-    #[serde(default)]
     pub exclude: Vec<String>,
-    #[serde(default)]
     pub ignore_conditions: bool,
 }
 
@@ -1194,21 +1190,5 @@ mod tests {
         let many = vec![root.path(); MAX_ROOTS + 1];
         let err = list_skills(&query(&many)).unwrap_err();
         assert!(matches!(err, SkillsError::TooManyRoots { count } if count == MAX_ROOTS + 1));
-    }
-
-    #[test]
-    fn query_deserialisation_requires_roots_and_rejects_unknown_fields() {
-        let err = serde_json::from_str::<SkillsQuery>(r#"{"conditions":[]}"#).unwrap_err();
-        assert!(err.to_string().contains("roots"), "{err}");
-        let err = serde_json::from_str::<SkillsQuery>(r#"{"roots":[],"mode":"x"}"#).unwrap_err();
-        assert!(err.to_string().contains("mode"), "{err}");
-        let q: SkillsQuery = serde_json::from_str(
-            r#"{"roots":["/a","b"],"conditions":["tool:x"],"exclude":["e"],"ignoreConditions":true}"#,
-        )
-        .unwrap();
-        assert_eq!(q.roots, [PathBuf::from("/a"), PathBuf::from("b")]);
-        assert_eq!(q.conditions, ["tool:x"]);
-        assert_eq!(q.exclude, ["e"]);
-        assert!(q.ignore_conditions);
     }
 }

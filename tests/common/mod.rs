@@ -1,5 +1,8 @@
-//! Spawns the real binary and talks JSON-RPC to it over its pipes.
+//! Spawns the real binary and talks JSON-RPC to it over its pipes. Every frame read is
+//! checked against `schemas/outrigger.schema.json` (`frames`).
 #![allow(dead_code)]
+
+pub mod frames;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -21,6 +24,8 @@ pub struct Sidecar {
     backlog: Vec<Value>,
     pub ready_marker: Option<Value>,
     next_id: u64,
+    /// Method of each request sent with `call`, by id, to check its response's result.
+    sent: std::collections::HashMap<String, String>,
     pub home: tempfile::TempDir,
 }
 
@@ -110,6 +115,7 @@ impl Sidecar {
             backlog: vec![],
             ready_marker: None,
             next_id: 1000,
+            sent: std::collections::HashMap::new(),
             home,
         };
         if opts.wait_ready {
@@ -176,10 +182,8 @@ impl Sidecar {
         if !self.backlog.is_empty() {
             return Some(self.backlog.remove(0));
         }
-        self.next_line(within).map(|l| {
-            serde_json::from_str(&l)
-                .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l:?}"))
-        })
+        let line = self.next_line(within)?;
+        Some(self.parse_frame(&line))
     }
 
     /// Waits for the frame that satisfies `pred`, keeping the others for later.
@@ -194,8 +198,7 @@ impl Sidecar {
                 .lines
                 .recv_timeout(left)
                 .unwrap_or_else(|e| panic!("no matching frame: {e:?}; backlog {:?}", self.backlog));
-            let v: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:?}"));
+            let v = self.parse_frame(&line);
             if pred(&v) {
                 return v;
             }
@@ -214,10 +217,23 @@ impl Sidecar {
         self.wait_for(WAIT, |v| v["method"] == method && v.get("id").is_none())
     }
 
+    /// Parses a stdout line and checks it against the protocol bundle.
+    fn parse_frame(&mut self, line: &str) -> Value {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:?}"));
+        let method = v
+            .get("id")
+            .map(Value::to_string)
+            .and_then(|id| self.sent.get(&id).cloned());
+        crate::common::frames::check(&v, method.as_deref());
+        v
+    }
+
     /// Sends a request and returns the whole response frame.
     pub fn call(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
         let id = json!(self.next_id);
+        self.sent.insert(id.to_string(), method.to_string());
         let mut frame = json!({"jsonrpc": "2.0", "id": id, "method": method});
         if !params.is_null() {
             frame["params"] = params;

@@ -1,28 +1,27 @@
 //! Diagnostics for host test suites (`OUTRIGGER_DEBUG_METHODS=1`): a handler that sleeps,
-//! an echo, and a reverse request round-trip through the host.
+//! an echo, a reverse request round-trip through the host, and a direct record append.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::agent::persist;
 use crate::app::App;
+use crate::protocol::debug::{
+    DebugEchoParams, DebugEchoResult, DebugRecordAppendParams, DebugRecordAppendResult,
+    DebugReverseError, DebugReverseParams, DebugReverseResult, DebugSleepParams, DebugSleepResult,
+};
 use crate::rpc::dispatch::Call;
 use crate::rpc::error::{ErrorKind, Outcome, RpcError, reply};
 use crate::rpc::reverse::ReverseError;
+use crate::store::ItemKind;
 
 /// Ceiling for `debug.sleep` and `debug.reverse` waits: ten minutes.
 const MAX_WAIT_MS: u64 = 600_000;
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SleepParams {
-    ms: u64,
-}
-
 pub async fn sleep(app: Arc<App>, call: Call) -> Outcome {
-    let p: SleepParams = call.params()?;
+    let p: DebugSleepParams = call.params()?;
     if p.ms > MAX_WAIT_MS {
         return Err(RpcError::invalid_params(format!(
             "ms must be at most {MAX_WAIT_MS}"
@@ -30,38 +29,28 @@ pub async fn sleep(app: Arc<App>, call: Call) -> Outcome {
     }
     let token = app.lifecycle.token();
     tokio::select! {
-        _ = tokio::time::sleep(Duration::from_millis(p.ms)) => reply(&json!({"sleptMs": p.ms})),
+        _ = tokio::time::sleep(Duration::from_millis(p.ms)) => reply(&DebugSleepResult { slept_ms: p.ms }),
         _ = token.cancelled() => Err(RpcError::new(ErrorKind::Cancelled, "cancelled by shutdown")),
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EchoParams {
-    value: Value,
-}
-
 pub async fn echo(_app: Arc<App>, call: Call) -> Outcome {
-    let p: EchoParams = call.params()?;
-    reply(&p.value)
+    let p: DebugEchoParams = call.params()?;
+    reply(&DebugEchoResult(p.value))
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ReverseParams {
-    method: String,
-    #[serde(default)]
-    params: Value,
-    #[serde(default = "default_timeout")]
-    timeout_ms: u64,
-}
-
-fn default_timeout() -> u64 {
-    10_000
+/// A failure the host did not answer for: `{kind, message}`.
+fn local_failure(kind: &str, e: &ReverseError) -> DebugReverseError {
+    DebugReverseError {
+        code: None,
+        message: e.to_string(),
+        kind: Some(kind.to_string()),
+        data: None,
+    }
 }
 
 pub async fn reverse(app: Arc<App>, call: Call) -> Outcome {
-    let p: ReverseParams = call.params()?;
+    let p: DebugReverseParams = call.params()?;
     if p.timeout_ms > MAX_WAIT_MS {
         return Err(RpcError::invalid_params(format!(
             "timeoutMs must be at most {MAX_WAIT_MS}"
@@ -72,22 +61,52 @@ pub async fn reverse(app: Arc<App>, call: Call) -> Outcome {
         .call(&p.method, p.params, Duration::from_millis(p.timeout_ms))
         .await;
     reply(&match answer {
-        Ok(v) => json!({"result": v}),
+        Ok(v) => DebugReverseResult::Result(v),
         Err(ReverseError::Host {
             code,
             message,
             kind,
             data,
             ..
-        }) => json!({"error": {"code": code, "message": message, "kind": kind, "data": data}}),
+        }) => DebugReverseResult::Error(DebugReverseError {
+            code: Some(code),
+            message,
+            kind,
+            // The host's error always reports its `data`, `null` when it sent none.
+            data: Some(data.unwrap_or(Value::Null)),
+        }),
         Err(e @ ReverseError::Timeout { .. }) => {
-            json!({"error": {"kind": "timeout", "message": e.to_string()}})
+            DebugReverseResult::Error(local_failure("timeout", &e))
         }
         Err(e @ ReverseError::Cancelled { .. }) => {
-            json!({"error": {"kind": "cancelled", "message": e.to_string()}})
+            DebugReverseResult::Error(local_failure("cancelled", &e))
         }
         Err(e @ ReverseError::Closed { .. }) => {
-            json!({"error": {"kind": "transport_closed", "message": e.to_string()}})
+            DebugReverseResult::Error(local_failure("transport_closed", &e))
         }
     })
+}
+
+/// `debug.record.append`: writes one message to a record the way the CoreLoop does, so
+/// host tests can build records without a model.
+pub async fn record_append(app: Arc<App>, call: Call) -> Outcome {
+    let p: DebugRecordAppendParams = call.params()?;
+    if p.record_id.trim().is_empty() {
+        return Err(RpcError::invalid_params("recordId must not be empty"));
+    }
+    let kind = match &p.kind {
+        Some(k) => ItemKind::parse(k),
+        None => ItemKind::for_role(&p.role),
+    }
+    .ok_or_else(|| {
+        RpcError::invalid_params(format!(
+            "invalid role/kind {:?}: use system, user, assistant, tool, steer.inject, \
+             skills.catalog or loop.<name>",
+            p.kind.as_deref().unwrap_or(&p.role)
+        ))
+    })?;
+    let message = json!({"role": p.role, "content": p.content});
+    let (id, tokens) = (p.record_id, p.token_estimate);
+    let seq = persist::call(&app.store, move |st| st.append(&id, kind, &message, tokens)).await?;
+    reply(&DebugRecordAppendResult { seq })
 }

@@ -3,11 +3,30 @@
 use std::sync::Arc;
 
 use crate::app::App;
+use crate::llm::compat::{self, FlagDoc};
+use crate::protocol::catalog::{CompatDescribeResult, CompatFlagDoc};
 use crate::rpc::dispatch::Call;
 use crate::rpc::error::{Outcome, reply};
 use crate::strict::NoParams;
 
+impl From<FlagDoc> for CompatFlagDoc {
+    fn from(f: FlagDoc) -> Self {
+        CompatFlagDoc {
+            key: f.key.to_string(),
+            field: f.field.to_string(),
+            kind: f.kind.to_string(),
+            default: f.default,
+            description: f.description.to_string(),
+        }
+    }
+}
+
 pub async fn compat_describe(_app: Arc<App>, call: Call) -> Outcome {
     let _: NoParams = call.params()?;
-    reply(&crate::llm::compat::describe())
+    reply(&CompatDescribeResult {
+        flags: compat::describe()
+            .into_iter()
+            .map(CompatFlagDoc::from)
+            .collect(),
+    })
 }

@@ -80,7 +80,7 @@ pub fn debug_table() -> &'static [(&'static str, Handler)] {
             ("debug.sleep", h!(debug::sleep)),
             ("debug.echo", h!(debug::echo)),
             ("debug.reverse", h!(debug::reverse)),
-            ("debug.record.append", h!(sessions::debug_append)),
+            ("debug.record.append", h!(debug::record_append)),
         ]
     })
 }

@@ -3,38 +3,22 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-use serde_json::{Value, json};
-
 use crate::app::App;
+use crate::protocol::tools::{SandboxDescribeParams, SandboxDescription};
 use crate::rpc::dispatch::Call;
 use crate::rpc::error::{Outcome, RpcError, reply};
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct DescribeParams {
-    network: Option<bool>,
-    /// Reported only: hosts are not enforced one by one, so any network is `partial`.
-    #[serde(default)]
-    allowed_hosts: Vec<String>,
-    /// Accepted for parity; the Linux backend does not depend on the shell.
-    #[serde(default)]
-    shell: Option<Value>,
-    /// Ignored: enforcement depends on egress alone.
-    #[serde(default)]
-    writable_roots: Option<Value>,
-}
-
 pub async fn describe(_app: Arc<App>, call: Call) -> Outcome {
-    let p: DescribeParams = call.params()?;
-    let _ = (&p.allowed_hosts, &p.shell, &p.writable_roots);
+    // `allowedHosts`, `shell` and `writableRoots` are accepted and do not change the answer:
+    // enforcement depends on egress alone.
+    let p: SandboxDescribeParams = call.params()?;
     let Some(sandbox) = crate::sandbox::global() else {
         return Err(RpcError::internal("the sandbox service is not installed"));
     };
     let a = sandbox.describe(p.network).await;
-    reply(&json!({
-        "backend": a.marker.backend,
-        "enforcement": a.marker.enforcement,
-        "missing": a.missing,
-    }))
+    reply(&SandboxDescription {
+        backend: a.marker.backend,
+        enforcement: a.marker.enforcement,
+        missing: a.missing,
+    })
 }

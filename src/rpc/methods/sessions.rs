@@ -4,16 +4,18 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-use serde_json::{Value, json};
-
 use crate::agent::persist;
 use crate::app::App;
 use crate::llm::Message;
+use crate::protocol::session::{
+    AgentSession, BranchNode, BranchPoint, RecordRef, SessionBranchesResult, SessionCreateParams,
+    SessionForkParams, SessionListParams, SessionListResult, SessionMessagesResult,
+    SessionResumeParams, SessionTreeResult, TreeNode,
+};
 use crate::rpc::dispatch::Call;
 use crate::rpc::error::{ErrorKind, Outcome, RpcError, reply};
 use crate::store::{
-    BranchNode, CutPoint, ForkRequest, NewSession, SessionFilter, Store, StoreError,
+    self, CutPoint, ForkRequest, NewSession, SessionFilter, Store, StoreError,
     branches::ROOT_LABEL, ids,
 };
 
@@ -43,22 +45,75 @@ fn non_empty(name: &str, v: &str) -> Result<(), RpcError> {
     Ok(())
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct CreateParams {
-    chat_id: String,
-    session_id: Option<String>,
-    user_id: Option<String>,
-    project_id: Option<String>,
-    current_stage: Option<String>,
-    next_stage: Option<String>,
-    scenario: Option<String>,
-    stage_data: Option<Value>,
-    is_active: Option<bool>,
+impl From<store::AgentSession> for AgentSession {
+    fn from(s: store::AgentSession) -> Self {
+        AgentSession {
+            session_id: s.session_id,
+            user_id: s.user_id,
+            project_id: s.project_id,
+            chat_id: s.chat_id,
+            current_stage: s.current_stage,
+            next_stage: s.next_stage,
+            scenario: s.scenario,
+            stage_data: s.stage_data,
+            is_active: s.is_active,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+        }
+    }
+}
+
+impl From<store::BranchPoint> for BranchPoint {
+    fn from(b: store::BranchPoint) -> Self {
+        BranchPoint {
+            record_id: b.record_id,
+            source_record_id: b.source_record_id,
+            source_until_seq: b.source_until_seq,
+            label: b.label,
+            seed_messages: b.seed_messages,
+        }
+    }
+}
+
+impl From<store::BranchNode> for BranchNode {
+    fn from(n: store::BranchNode) -> Self {
+        BranchNode {
+            record_id: n.record_id,
+            source_record_id: n.source_record_id,
+            source_until_seq: n.source_until_seq,
+            label: n.label,
+            depth: n.depth,
+        }
+    }
+}
+
+impl From<store::TreeNode> for TreeNode {
+    fn from(t: store::TreeNode) -> Self {
+        let n = t.node;
+        TreeNode {
+            record_id: n.record_id,
+            source_record_id: n.source_record_id,
+            source_until_seq: n.source_until_seq,
+            label: n.label,
+            depth: n.depth,
+            children: t.children.into_iter().map(TreeNode::from).collect(),
+        }
+    }
+}
+
+impl From<store::Tree> for SessionTreeResult {
+    fn from(t: store::Tree) -> Self {
+        SessionTreeResult {
+            record_id: t.record_id,
+            tree: t.tree.into(),
+            node_count: t.node_count,
+            truncated: t.truncated,
+        }
+    }
 }
 
 pub async fn create(app: Arc<App>, call: Call) -> Outcome {
-    let p: CreateParams = call.params()?;
+    let p: SessionCreateParams = call.params()?;
     non_empty("chatId", &p.chat_id)?;
     if let Some(id) = &p.session_id {
         non_empty("sessionId", id)?;
@@ -74,90 +129,57 @@ pub async fn create(app: Arc<App>, call: Call) -> Outcome {
         stage_data: p.stage_data,
         is_active: p.is_active.unwrap_or(true),
     };
-    reply(&with_store(&app, move |st| st.upsert_session(&s)).await?)
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ResumeParams {
-    session_id: String,
+    let row = with_store(&app, move |st| st.upsert_session(&s)).await?;
+    reply(&AgentSession::from(row))
 }
 
 pub async fn resume(app: Arc<App>, call: Call) -> Outcome {
-    let p: ResumeParams = call.params()?;
-    reply(&with_store(&app, move |st| st.get_session(&p.session_id)).await?)
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ListParams {
-    user_id: Option<String>,
-    chat_id: Option<String>,
-    #[serde(default)]
-    active_only: bool,
+    let p: SessionResumeParams = call.params()?;
+    let row = with_store(&app, move |st| st.get_session(&p.session_id)).await?;
+    reply(&AgentSession::from(row))
 }
 
 pub async fn list(app: Arc<App>, call: Call) -> Outcome {
-    let p: ListParams = call.params()?;
+    let p: SessionListParams = call.params()?;
     let filter = SessionFilter {
         user_id: p.user_id,
         chat_id: p.chat_id,
         active_only: p.active_only,
     };
-    reply(&with_store(&app, move |st| st.list_sessions(&filter)).await?)
+    let rows = with_store(&app, move |st| st.list_sessions(&filter)).await?;
+    reply(&SessionListResult(
+        rows.into_iter().map(AgentSession::from).collect(),
+    ))
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RecordParams {
-    record_id: String,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ForkParams {
-    record_id: String,
-    until_seq: Option<i64>,
-    before_user_index: Option<u64>,
-    #[serde(default)]
-    before_last_user: bool,
-    new_record_id: Option<String>,
-    label: Option<String>,
-}
-
-impl ForkParams {
-    /// Precedence: `untilSeq` > `beforeUserIndex` > `beforeLastUser` > whole record.
-    fn cut(&self) -> CutPoint {
-        match (
-            self.until_seq,
-            self.before_user_index,
-            self.before_last_user,
-        ) {
-            (Some(n), _, _) => CutPoint::UntilSeq(n),
-            (None, Some(i), _) => CutPoint::BeforeUserIndex(i),
-            (None, None, true) => CutPoint::BeforeLastUser,
-            (None, None, false) => CutPoint::Whole,
-        }
+/// Precedence: `untilSeq` > `beforeUserIndex` > `beforeLastUser` > whole record.
+fn cut(p: &SessionForkParams) -> CutPoint {
+    match (p.until_seq, p.before_user_index, p.before_last_user) {
+        (Some(n), _, _) => CutPoint::UntilSeq(n),
+        (None, Some(i), _) => CutPoint::BeforeUserIndex(i),
+        (None, None, true) => CutPoint::BeforeLastUser,
+        (None, None, false) => CutPoint::Whole,
     }
 }
 
 pub async fn fork(app: Arc<App>, call: Call) -> Outcome {
-    let p: ForkParams = call.params()?;
+    let p: SessionForkParams = call.params()?;
     non_empty("recordId", &p.record_id)?;
     if let Some(id) = &p.new_record_id {
         non_empty("newRecordId", id)?;
     }
     let req = ForkRequest {
-        cut: p.cut(),
+        cut: cut(&p),
         source: p.record_id,
         new_record_id: p.new_record_id,
         label: p.label,
     };
-    reply(&with_store(&app, move |st| st.fork(&req)).await?)
+    let point = with_store(&app, move |st| st.fork(&req)).await?;
+    reply(&BranchPoint::from(point))
 }
 
 pub async fn branches(app: Arc<App>, call: Call) -> Outcome {
-    let p: RecordParams = call.params()?;
+    let p: RecordRef = call.params()?;
     let id = p.record_id.clone();
     let found = with_store(&app, move |st| {
         let lineage = st.lineage(&id)?;
@@ -167,11 +189,11 @@ pub async fn branches(app: Arc<App>, call: Call) -> Outcome {
     })
     .await;
     match found {
-        Ok((lineage, children)) => reply(&json!({
-            "lineage": lineage.nodes,
-            "children": children,
-            "truncated": lineage.truncated,
-        })),
+        Ok((lineage, children)) => reply(&SessionBranchesResult {
+            lineage: lineage.nodes.into_iter().map(BranchNode::from).collect(),
+            children: children.into_iter().map(BranchNode::from).collect(),
+            truncated: lineage.truncated,
+        }),
         // The reference answers an unknown record with a lone root and no children.
         Err(e) if e.kind == ErrorKind::NotFound => {
             let root = BranchNode {
@@ -181,19 +203,24 @@ pub async fn branches(app: Arc<App>, call: Call) -> Outcome {
                 label: ROOT_LABEL.into(),
                 depth: 0,
             };
-            reply(&json!({"lineage": [root], "children": [], "truncated": false}))
+            reply(&SessionBranchesResult {
+                lineage: vec![root],
+                children: Vec::new(),
+                truncated: false,
+            })
         }
         Err(e) => Err(e),
     }
 }
 
 pub async fn tree(app: Arc<App>, call: Call) -> Outcome {
-    let p: RecordParams = call.params()?;
-    reply(&with_store(&app, move |st| st.tree(&p.record_id)).await?)
+    let p: RecordRef = call.params()?;
+    let tree = with_store(&app, move |st| st.tree(&p.record_id)).await?;
+    reply(&SessionTreeResult::from(tree))
 }
 
 pub async fn messages(app: Arc<App>, call: Call) -> Outcome {
-    let p: RecordParams = call.params()?;
+    let p: RecordRef = call.params()?;
     let id = p.record_id.clone();
     let projected = with_store(&app, move |st| st.projection(&id)).await?;
     // The shape `agent.chat.stream` takes as `messages` (camelCase, `seq` in front), so a
@@ -217,43 +244,8 @@ pub async fn messages(app: Arc<App>, call: Call) -> Outcome {
             }
         })
         .collect();
-    reply(&json!({"recordId": p.record_id, "messages": messages}))
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct DebugAppendParams {
-    record_id: String,
-    role: String,
-    content: Value,
-    /// Entry kind when it differs from the role (`steer.inject`, `loop.*`, …).
-    kind: Option<String>,
-    #[serde(default)]
-    token_estimate: u64,
-}
-
-/// `debug.record.append`: writes one message to a record the way the CoreLoop will, so
-/// host tests can build records before the loop exists.
-pub async fn debug_append(app: Arc<App>, call: Call) -> Outcome {
-    use crate::store::ItemKind;
-    let p: DebugAppendParams = call.params()?;
-    non_empty("recordId", &p.record_id)?;
-    let kind = match &p.kind {
-        Some(k) => ItemKind::parse(k),
-        None => ItemKind::for_role(&p.role),
-    }
-    .ok_or_else(|| {
-        RpcError::invalid_params(format!(
-            "invalid role/kind {:?}: use system, user, assistant, tool, steer.inject, \
-             skills.catalog or loop.<name>",
-            p.kind.as_deref().unwrap_or(&p.role)
-        ))
-    })?;
-    let message = json!({"role": p.role, "content": p.content});
-    let id = p.record_id;
-    let seq = with_store(&app, move |st| {
-        st.append(&id, kind, &message, p.token_estimate)
+    reply(&SessionMessagesResult {
+        record_id: p.record_id,
+        messages,
     })
-    .await?;
-    reply(&json!({"seq": seq}))
 }

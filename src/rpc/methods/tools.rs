@@ -1,67 +1,92 @@
 //! `tool.list`, `tool.invoke`, `plugin.tools.describe`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
-
 use crate::app::App;
+use crate::protocol::NoParams;
+use crate::protocol::tools::{
+    PluginToolsDescribeResult, RegisteredTool, ToolDescriptor, ToolDescriptorKind, ToolExposure,
+    ToolFunctionSpec, ToolInvokeParams, ToolList, ToolMode,
+};
 use crate::rpc::dispatch::Call;
 use crate::rpc::error::{ErrorKind, Outcome, RpcError, reply};
-use crate::strict::NoParams;
-use crate::tools::ToolContext;
+use crate::tools::router::Entry;
+use crate::tools::{Exposure, ToolContext};
+
+fn mode(m: crate::tools::ToolMode) -> ToolMode {
+    use crate::tools::ToolMode as M;
+    match m {
+        M::Read => ToolMode::Read,
+        M::SafeWrite => ToolMode::SafeWrite,
+        M::Destructive => ToolMode::Destructive,
+        M::Local => ToolMode::Local,
+        M::External => ToolMode::External,
+    }
+}
+
+fn exposure(e: Exposure) -> ToolExposure {
+    match e {
+        Exposure::Direct => ToolExposure::Direct,
+        Exposure::Deferred => ToolExposure::Deferred,
+        Exposure::Hidden => ToolExposure::Hidden,
+    }
+}
+
+/// The OpenAI function descriptor plus mode and exposure (`tool.list`).
+fn descriptor(e: &Entry) -> ToolDescriptor {
+    ToolDescriptor {
+        kind: ToolDescriptorKind::Function,
+        function: ToolFunctionSpec {
+            name: e.name.clone(),
+            description: e.description.clone(),
+            parameters: e.parameters.clone(),
+        },
+        mode: mode(e.mode),
+        exposure: exposure(e.exposure),
+    }
+}
+
+/// The full row (`plugin.tools.describe`).
+fn registered(e: &Entry) -> RegisteredTool {
+    RegisteredTool {
+        name: e.name.clone(),
+        description: e.description.clone(),
+        schema: e.parameters.clone(),
+        mode: mode(e.mode),
+        exposure: exposure(e.exposure),
+        require_consent: e.require_consent,
+        concurrency_safe: e.concurrency_safe,
+        plugin: e.plugin.clone(),
+    }
+}
 
 pub async fn list(app: Arc<App>, call: Call) -> Outcome {
     let _: NoParams = call.params()?;
-    let rows: Vec<Value> = app
+    let rows = app
         .router
         .describe()
         .iter()
-        .map(|e| e.descriptor())
+        .map(|e| descriptor(e))
         .collect();
-    reply(&rows)
+    reply(&ToolList(rows))
 }
 
 pub async fn describe(app: Arc<App>, call: Call) -> Outcome {
     let _: NoParams = call.params()?;
-    let rows: Vec<Value> = app.router.describe().iter().map(|e| e.row()).collect();
-    reply(&json!({ "tools": rows }))
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct InvokeParams {
-    name: String,
-    #[serde(default)]
-    arguments: Value,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    consent_granted: bool,
-    #[serde(default)]
-    context: InvokeContext,
-}
-
-/// Open on purpose: hosts put their own keys (`chatId`, …) in a call's context, as they do
-/// in a turn's `toolContext`.
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct InvokeContext {
-    cwd: Option<PathBuf>,
-    session_id: Option<String>,
-    /// The sandbox posture for commands this call runs (see docs/protocol.md).
-    exec_sandbox: Option<crate::sandbox::ExecSandboxRequest>,
-    /// Hosts pass more (chatId, …); it is accepted and not needed here.
-    #[serde(flatten)]
-    _rest: Map<String, Value>,
+    let tools = app
+        .router
+        .describe()
+        .iter()
+        .map(|e| registered(e))
+        .collect();
+    reply(&PluginToolsDescribeResult { tools })
 }
 
 static CALLS: AtomicU64 = AtomicU64::new(1);
 
 pub async fn invoke(app: Arc<App>, call: Call) -> Outcome {
-    let p: InvokeParams = call.params()?;
+    let p: ToolInvokeParams = call.params()?;
     if let Some(entry) = app.router.get(&p.name)
         && entry.require_consent
         && !p.consent_granted

@@ -3,34 +3,51 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-
 use crate::app::App;
+use crate::protocol::tools::{ApplyEditsParams, ApplyEditsResult, EditMatch, EditMatchLevel};
 use crate::rpc::dispatch::Call;
 use crate::rpc::error::{ErrorKind, Outcome, RpcError, reply};
-use crate::tools::fs::edit::{Edit, apply_edits as apply};
+use crate::tools::fs::edit::{Edit, EditOutcome, Level, apply_edits as apply};
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ApplyEditsParams {
-    content: String,
-    edits: Vec<Edit>,
-    #[serde(default)]
-    file_path: Option<String>,
-    #[serde(default)]
-    replace_all: bool,
+fn result(o: EditOutcome) -> ApplyEditsResult {
+    ApplyEditsResult {
+        content: o.content,
+        diff: o.diff,
+        applied: o.applied,
+        matches: o
+            .matches
+            .into_iter()
+            .map(|m| EditMatch {
+                level: match m.level {
+                    Level::Exact => EditMatchLevel::Exact,
+                    Level::Trim => EditMatchLevel::Trim,
+                    Level::Unicode => EditMatchLevel::Unicode,
+                },
+                start_line: m.start_line,
+                old_line_count: m.old_line_count,
+            })
+            .collect(),
+    }
 }
 
 pub async fn apply_edits(_app: Arc<App>, call: Call) -> Outcome {
     let p: ApplyEditsParams = call.params()?;
     let path = p.file_path.unwrap_or_else(|| "file".to_string());
+    let edits: Vec<Edit> = p
+        .edits
+        .into_iter()
+        .map(|e| Edit {
+            old_text: e.old_text,
+            new_text: e.new_text,
+        })
+        .collect();
+    let (content, replace_all) = (p.content, p.replace_all);
     // Matching and diffing a large buffer is CPU work: keep it off the async workers.
-    let outcome =
-        tokio::task::spawn_blocking(move || apply(&p.content, &p.edits, &path, p.replace_all))
-            .await
-            .map_err(|e| RpcError::internal(format!("apply_edits failed: {e}")))?;
+    let outcome = tokio::task::spawn_blocking(move || apply(&content, &edits, &path, replace_all))
+        .await
+        .map_err(|e| RpcError::internal(format!("apply_edits failed: {e}")))?;
     match outcome {
-        Ok(o) => reply(&o),
+        Ok(o) => reply(&result(o)),
         Err(e) => {
             let mut err =
                 RpcError::new(ErrorKind::EditFailed, e.message).with("code", e.code.as_str());

@@ -1,0 +1,416 @@
+//! The tool, plugin, skill, harness, sandbox and workspace methods: `tool.list`,
+//! `tool.invoke` (params; its result is `ToolResult`), `plugin.tools.describe`, `plugin.*`,
+//! `skills.list`, `harness.describe`, `sandbox.describe`, `workspace.apply_edits`. The
+//! handlers in `rpc/methods/` decode these params and build these results; module rows
+//! (router entries, plugin rows, skill rows, edit outcomes) are converted into them there.
+
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub use crate::sandbox::ExecSandboxRequest;
+
+/// A tool's mode (its posture): what calling it can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolMode {
+    /// Pure inspection.
+    Read,
+    /// Bounded mutation.
+    SafeWrite,
+    /// Irreversible.
+    Destructive,
+    /// Touches the user's machine; `tool.invoke` needs `consentGranted: true`.
+    Local,
+    /// Calls outside services.
+    External,
+}
+
+/// A tool's tier: whether the model is offered it. Dispatch never looks at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolExposure {
+    /// Offered in the model's tool list.
+    Direct,
+    /// Not offered; found by `tool_search`.
+    Deferred,
+    /// Neither offered nor searchable nor suggested; still callable by name.
+    Hidden,
+}
+
+/// Always `function` (the OpenAI tool descriptor's `type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolDescriptorKind {
+    Function,
+}
+
+/// The `function` member of a tool descriptor.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ToolFunctionSpec {
+    pub name: String,
+    pub description: String,
+    /// The tool's arguments as a JSON Schema (an object schema).
+    pub parameters: Value,
+}
+
+/// One `tool.list` row: the OpenAI function descriptor plus mode and exposure.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ToolDescriptor {
+    #[serde(rename = "type")]
+    pub kind: ToolDescriptorKind,
+    pub function: ToolFunctionSpec,
+    pub mode: ToolMode,
+    pub exposure: ToolExposure,
+}
+
+/// `tool.list` result: every registered tool whatever its tier, sorted by name.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct ToolList(pub Vec<ToolDescriptor>);
+
+/// The context of one `tool.invoke` call. Open on purpose: hosts put their own keys
+/// (`chatId`, …) in it, as they do in a turn's `toolContext`; they are accepted and unused.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInvokeContext {
+    /// The absolute workspace directory the tool runs in (default: the process's cwd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The sandbox posture for the commands this call runs (see `bash` in docs/protocol.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_sandbox: Option<ExecSandboxRequest>,
+    /// Any other key (`chatId`, …).
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `tool.invoke` params: run one tool by name (deferred and hidden tools too).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolInvokeParams {
+    /// A registered tool name.
+    pub name: String,
+    /// The tool's arguments: an object, validated against the tool's schema (`null` or
+    /// absent reads as `{}`; anything else is a `success: false` result).
+    #[serde(default)]
+    pub arguments: Value,
+    /// The call id the tool sees (default: `call_<n>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Required (`true`) for a tool whose mode is `local`; without it the call is refused
+    /// with -32002.
+    #[serde(default)]
+    pub consent_granted: bool,
+    #[serde(default)]
+    pub context: ToolInvokeContext,
+}
+
+/// One `plugin.tools.describe` row: everything the router knows about a registered tool.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisteredTool {
+    pub name: String,
+    pub description: String,
+    /// The tool's arguments as a JSON Schema.
+    pub schema: Value,
+    pub mode: ToolMode,
+    pub exposure: ToolExposure,
+    /// Whether `tool.invoke` needs `consentGranted: true`.
+    pub require_consent: bool,
+    /// Whether the loop may run it beside other calls of the same round.
+    pub concurrency_safe: bool,
+    /// The plugin that registered it; `null` for built-ins (always present).
+    pub plugin: Option<String>,
+}
+
+/// `plugin.tools.describe` result: every registered tool, sorted by name.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PluginToolsDescribeResult {
+    pub tools: Vec<RegisteredTool>,
+}
+
+/// A loaded plugin (`plugin.list`, `plugin.enable`, …).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PluginInfo {
+    pub name: String,
+    /// The manifest file's path.
+    pub origin: String,
+    /// The tool names the manifest declares.
+    pub tools: Vec<String>,
+    /// Whether its tools are registered now.
+    pub enabled: bool,
+    pub reloadable: bool,
+}
+
+/// `plugin.list` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PluginListResult {
+    pub plugins: Vec<PluginInfo>,
+}
+
+/// `plugin.enable` / `plugin.disable` / `plugin.reload` params.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PluginNameParams {
+    /// A loaded plugin's name (`plugin.list`).
+    pub name: String,
+}
+
+/// `plugin.enable` / `plugin.disable` / `plugin.reload` result: the plugin afterwards.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PluginResult {
+    pub plugin: PluginInfo,
+}
+
+/// `skills.list` params.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SkillsListParams {
+    /// Directories holding skill folders (each with a `SKILL.md`): 1 to 32, each must exist.
+    /// Later roots override earlier ones by skill name.
+    pub roots: Vec<PathBuf>,
+    /// The request's conditions, matched against each skill's `conditions`.
+    #[serde(default)]
+    pub conditions: Vec<String>,
+    /// Skill names to leave out.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// List every skill whatever its conditions.
+    #[serde(default)]
+    pub ignore_conditions: bool,
+}
+
+/// How a skill's `conditions` are matched against the request's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SkillMatch {
+    /// One of them is enough.
+    Any,
+    /// All of them are needed.
+    All,
+}
+
+/// Whether a skill is injected up front or only listed in the catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SkillLayer {
+    /// Declared so, or priority ≥ 850.
+    Eager,
+    Catalog,
+}
+
+/// One `skills.list` row.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillInfo {
+    pub name: String,
+    /// `name` when the front-matter has none.
+    pub display_name: String,
+    pub description: String,
+    /// Default 500; rows are ordered by priority, highest first, then by name.
+    pub priority: i64,
+    pub tags: Vec<String>,
+    pub conditions: Vec<String>,
+    #[serde(rename = "match")]
+    pub match_mode: SkillMatch,
+    pub layer: SkillLayer,
+    pub model_invocable: bool,
+    /// The body after the front-matter, with `{scripts}` replaced by the skill's `scripts`
+    /// directory.
+    pub content: String,
+    /// The skill's directory name within its root.
+    pub dir_name: String,
+    /// The absolute root the skill came from.
+    pub skills_dir: String,
+}
+
+/// `skills.list` result: the selected skills plus one line per skill that was skipped or
+/// is suspicious.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SkillsListResult {
+    pub skills: Vec<SkillInfo>,
+    pub warnings: Vec<String>,
+}
+
+/// One implementation of a harness dimension.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct HarnessImpl {
+    #[serde(rename = "impl")]
+    pub name: String,
+    /// One sentence: what the implementation assumes.
+    pub assumes: String,
+    /// True only for what this binary really does.
+    pub implemented: bool,
+}
+
+/// One implementation chosen in the default assembly.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct HarnessChoice {
+    #[serde(rename = "impl")]
+    pub name: String,
+    /// The implementation's parameters (`{}` when it has none).
+    pub params: Map<String, Value>,
+    pub assumes: String,
+}
+
+/// The default assembly, restricted to what is implemented. `context`, `retry` and
+/// `validator` produce hooks (lists); the others have one implementation each.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct HarnessDefault {
+    pub context: Vec<HarnessChoice>,
+    pub retry: Vec<HarnessChoice>,
+    pub validator: Vec<HarnessChoice>,
+    pub tools: HarnessChoice,
+    pub memory: HarnessChoice,
+    pub orchestration: HarnessChoice,
+}
+
+/// Every implementation of every dimension.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct HarnessAvailable {
+    pub context: Vec<HarnessImpl>,
+    pub retry: Vec<HarnessImpl>,
+    pub validator: Vec<HarnessImpl>,
+    pub tools: Vec<HarnessImpl>,
+    pub memory: Vec<HarnessImpl>,
+    pub orchestration: Vec<HarnessImpl>,
+}
+
+/// `harness.describe` result: the vocabulary a turn's behaviour is assembled from.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct HarnessDescription {
+    pub default: HarnessDefault,
+    pub available: HarnessAvailable,
+}
+
+/// `sandbox.describe` params: the egress to assess.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SandboxDescribeParams {
+    /// Default: the config's `sandbox_network`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
+    /// Reported only: hosts are not enforced one by one, so any network is `partial`.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Accepted and ignored (the Linux backend does not depend on the shell).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<Value>,
+    /// Accepted and ignored: enforcement depends on egress alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writable_roots: Option<Value>,
+}
+
+/// `sandbox.describe` result: the `data._sandbox` marker a command run now with that egress
+/// would carry, and what keeps it from `full`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SandboxDescription {
+    /// `landlock` or `none`.
+    pub backend: String,
+    /// `full`, `partial` or `none`.
+    pub enforcement: String,
+    /// Empty when `enforcement` is `full`.
+    pub missing: Vec<String>,
+}
+
+/// One replacement of `workspace.apply_edits`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TextEdit {
+    /// Text to find: non-empty, matching exactly one place (or every exact occurrence under
+    /// `replaceAll`).
+    pub old_text: String,
+    /// Replacement text, inserted verbatim.
+    pub new_text: String,
+}
+
+/// `workspace.apply_edits` params: the edit algorithm of `edit_file` over a string.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApplyEditsParams {
+    pub content: String,
+    pub edits: Vec<TextEdit>,
+    /// The diff's label (`a/<path>`, `b/<path>`); default `file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_path: Option<String>,
+    #[serde(default)]
+    pub replace_all: bool,
+}
+
+/// The level at which an edit was located.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EditMatchLevel {
+    /// An exact substring.
+    Exact,
+    /// Line by line, each line's surrounding whitespace ignored.
+    Trim,
+    /// With typographic quotes, dashes, `…`, `·` and NBSP folded to ASCII.
+    Unicode,
+}
+
+/// Where one replacement landed.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EditMatch {
+    pub level: EditMatchLevel,
+    /// 0-based line index of the match start.
+    pub start_line: usize,
+    pub old_line_count: usize,
+}
+
+/// `workspace.apply_edits` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyEditsResult {
+    /// The content after every edit.
+    pub content: String,
+    /// Unified diff, 3 context lines.
+    pub diff: String,
+    /// Number of edits applied (each counts once, even under `replaceAll`).
+    pub applied: usize,
+    /// In file order.
+    pub matches: Vec<EditMatch>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skills_params_require_roots_and_reject_unknown_fields() {
+        let err = serde_json::from_str::<SkillsListParams>(r#"{"conditions":[]}"#).unwrap_err();
+        assert!(err.to_string().contains("roots"), "{err}");
+        let err =
+            serde_json::from_str::<SkillsListParams>(r#"{"roots":[],"mode":"x"}"#).unwrap_err();
+        assert!(err.to_string().contains("mode"), "{err}");
+        let q: SkillsListParams = serde_json::from_str(
+            r#"{"roots":["/a","b"],"conditions":["tool:x"],"exclude":["e"],"ignoreConditions":true}"#,
+        )
+        .unwrap();
+        assert_eq!(q.roots, [PathBuf::from("/a"), PathBuf::from("b")]);
+        assert_eq!(q.conditions, ["tool:x"]);
+        assert_eq!(q.exclude, ["e"]);
+        assert!(q.ignore_conditions);
+    }
+
+    #[test]
+    fn invoke_context_keeps_host_keys() {
+        let p: ToolInvokeParams = serde_json::from_value(serde_json::json!({
+            "name": "t",
+            "context": {"cwd": "/w", "chatId": "c1", "execSandbox": {"network": false}}
+        }))
+        .unwrap();
+        assert_eq!(p.context.cwd, Some(PathBuf::from("/w")));
+        assert_eq!(p.context.extra["chatId"], "c1");
+        assert_eq!(p.context.exec_sandbox.and_then(|s| s.network), Some(false));
+        assert!(p.arguments.is_null());
+        let bad = serde_json::json!({"name": "t", "context": {"execSandbox": {"netwrk": true}}});
+        assert!(serde_json::from_value::<ToolInvokeParams>(bad).is_err());
+    }
+}
