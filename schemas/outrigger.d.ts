@@ -340,7 +340,7 @@ export type ChatStreamParams = {
    * The conversation (the shape `agent.session.messages` returns); `[]` only with
    * `resume`. With `fromRecord`, only the new messages.
    */
-  messages?: unknown[] | null;
+  messages?: Message[] | null;
   /**
    * The model id (any string for `scripted`).
    */

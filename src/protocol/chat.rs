@@ -214,7 +214,7 @@ pub struct ChatStreamParams {
     /// The conversation (the shape `agent.session.messages` returns); `[]` only with
     /// `resume`. With `fromRecord`, only the new messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub messages: Option<Vec<Value>>,
+    pub messages: Option<Vec<crate::llm::Message>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

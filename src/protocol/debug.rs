@@ -100,3 +100,41 @@ pub struct DebugRecordAppendResult {
     /// The new entry's sequence number in the record.
     pub seq: i64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reverse_results_keep_their_shapes() {
+        let ok = DebugReverseResult::Result(json!({"a": 1}));
+        assert_eq!(
+            serde_json::to_value(ok).unwrap(),
+            json!({"result": {"a": 1}})
+        );
+        // A host error always carries code, kind and data (null when the host named none).
+        let host = DebugReverseResult::Error(DebugReverseError {
+            code: Some(-1),
+            message: "no".into(),
+            kind: None,
+            data: Some(Value::Null),
+        });
+        assert_eq!(
+            serde_json::to_value(host).unwrap(),
+            json!({"error": {"code": -1, "message": "no", "kind": null, "data": null}})
+        );
+        let timeout = DebugReverseResult::Error(DebugReverseError {
+            code: None,
+            message: "late".into(),
+            kind: Some("timeout".into()),
+            data: None,
+        });
+        assert_eq!(
+            serde_json::to_value(timeout).unwrap(),
+            json!({"error": {"message": "late", "kind": "timeout"}})
+        );
+        let echo = DebugEchoResult(json!([1, "x"]));
+        assert_eq!(serde_json::to_value(echo).unwrap(), json!([1, "x"]));
+    }
+}

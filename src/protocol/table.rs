@@ -40,10 +40,6 @@ const fn note<P: JsonSchema>(name: &'static str) -> Notification {
     }
 }
 
-/// A method whose params or result has no wire type yet: its schema accepts anything, and
-/// `untyped()` lists it so the gap is visible.
-pub type Untyped = Value;
-
 use super::catalog as cat;
 use super::debug as d;
 use super::host as h;
@@ -118,23 +114,8 @@ pub const REVERSE_REQUESTS: &[Call] = &[
     call::<h::HostSpawnRequest, h::HostSpawnResult>("host.process.spawn"),
 ];
 
-/// `serde_json::Value`'s schema: anything goes.
-fn is_untyped(s: &Schema) -> bool {
-    s.as_value().get("title").and_then(Value::as_str) == Some("AnyValue")
-}
-
-/// Methods (and reverse requests) whose params or result is still `Untyped`.
-pub fn untyped() -> Vec<&'static str> {
-    METHODS
-        .iter()
-        .chain(DEBUG_METHODS)
-        .filter(|c| is_untyped(&(c.params)()) || is_untyped(&(c.result)()))
-        .map(|c| c.name)
-        .collect()
-}
-
 /// Moves a root schema and its `$defs` into `defs` (refs stay `#/$defs/X`, which resolve at
-/// the bundle's root) and returns a reference to it. `Untyped` stays `true`.
+/// the bundle's root) and returns a reference to it.
 fn hoist(schema: Schema, defs: &mut BTreeMap<String, Value>) -> Value {
     let mut v = schema.to_value();
     let Value::Object(o) = &mut v else {
@@ -142,19 +123,36 @@ fn hoist(schema: Schema, defs: &mut BTreeMap<String, Value>) -> Value {
     };
     if let Some(Value::Object(inner)) = o.remove("$defs") {
         for (k, d) in inner {
-            defs.entry(k).or_insert(d);
+            insert_def(defs, k, d);
         }
     }
     o.remove("$schema");
     let Some(title) = o.get("title").and_then(Value::as_str).map(str::to_string) else {
         return v;
     };
+    // A type hoisted as a root and the same type met as another's `$defs` entry must
+    // compare equal: only roots carry a title.
+    o.remove("title");
     // `()` and other scalars have no structure worth a name.
     if title == "null" {
         return v;
     }
-    defs.entry(title.clone()).or_insert(v);
+    insert_def(defs, title.clone(), v);
     json!({ "$ref": format!("#/$defs/{title}") })
+}
+
+/// Two different types under one schema name would silently share a definition; the name
+/// is marked so `bundle_refs_resolve` fails and names the clash.
+fn insert_def(defs: &mut BTreeMap<String, Value>, name: String, def: Value) {
+    match defs.get(&name) {
+        Some(existing) if *existing != def => {
+            defs.insert(format!("{name}__CLASH"), def);
+        }
+        Some(_) => {}
+        None => {
+            defs.insert(name, def);
+        }
+    }
 }
 
 fn calls(list: &[Call], defs: &mut BTreeMap<String, Value>) -> Map<String, Value> {
@@ -261,6 +259,24 @@ mod tests {
         }
     }
 
+    /// `serde_json::Value`'s schema: anything goes.
+    fn is_any(s: &Schema) -> bool {
+        s.as_value().get("title").and_then(Value::as_str) == Some("AnyValue")
+    }
+
+    /// Every entry a host codes against has a named type (debug diagnostics may echo
+    /// anything).
+    #[test]
+    fn every_entry_is_typed() {
+        for c in METHODS.iter().chain(REVERSE_REQUESTS) {
+            assert!(!is_any(&(c.params)()), "{} params are untyped", c.name);
+            assert!(!is_any(&(c.result)()), "{} result is untyped", c.name);
+        }
+        for n in NOTIFICATIONS {
+            assert!(!is_any(&(n.params)()), "{} params are untyped", n.name);
+        }
+    }
+
     #[test]
     fn bundle_refs_resolve() {
         let b = bundle();
@@ -271,5 +287,10 @@ mod tests {
             assert!(defs.contains_key(name), "dangling $ref {name}");
         }
         assert!(jsonschema::validator_for(&b).is_ok());
+        let clashes: Vec<&String> = defs.keys().filter(|k| k.ends_with("__CLASH")).collect();
+        assert!(
+            clashes.is_empty(),
+            "two types share a schema name: {clashes:?}"
+        );
     }
 }
