@@ -6,6 +6,7 @@
 //! 16 KiB (a typical socket read) and the whole body at once (a backlog). Before the
 //! criterion groups run, a plain timing loop prints events/s to stderr (only under
 //! `cargo bench`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 
 use std::hint::black_box;
 use std::time::Instant;

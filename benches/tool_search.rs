@@ -4,6 +4,7 @@
 //! Criterion reports mean and median only, so before the criterion groups run, a plain timing
 //! loop prints per-query median / p99 / max to stderr (only under `cargo bench`, not when
 //! `cargo test --benches` runs the benches once as smoke tests).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -10,6 +10,7 @@
 //!   VmRSS after ready, its peak while the slots are busy, the frames the sidecar had taken in
 //!   (the writer's progress) just before the sleeps end, and the time until every request is
 //!   answered.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};

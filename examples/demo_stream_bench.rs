@@ -5,6 +5,7 @@
 //!
 //! `cargo build --release && cargo run --release --example demo_stream_bench [-- BIN]`
 //! (BIN defaults to target/release/outrigger).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;

@@ -2,6 +2,7 @@
 //!   cargo build --release && cargo run --release --example process_bench -- target/release/outrigger
 //! Reports spawn → ready marker (median of 20), VmRSS right after ready, and pipelined
 //! `system.ping` throughput over 100,000 requests.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};

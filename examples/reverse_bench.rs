@@ -6,6 +6,7 @@
 //!
 //! `cargo build --release && cargo run --release --example reverse_bench [-- BIN [ROUNDS]]`
 //! (BIN defaults to target/release/outrigger, ROUNDS to 300).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};

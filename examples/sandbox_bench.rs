@@ -4,6 +4,7 @@
 //!
 //! `cargo build --release && cargo run --release --example sandbox_bench [path/to/outrigger]`
 //! (default `target/release/outrigger`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

@@ -1,0 +1,187 @@
+//! Crash safety: SIGKILL the sidecar mid-turn, restart on the same database, find every
+//! committed entry, and continue with `resume: true` (the dangling call closed).
+
+use std::path::Path;
+
+use crate::common::{Opts, Sidecar};
+use crate::support::chat_helpers::*;
+use serde_json::json;
+
+fn on_db(db: &Path) -> Sidecar {
+    Sidecar::start_with(Opts {
+        args: vec!["--storage-path".into(), db.display().to_string()],
+        ..Opts::default()
+    })
+}
+
+fn sigkill(s: &mut Sidecar) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(s.pid()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = s.wait_exit(std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn sigkill_mid_tool_then_resume_closes_the_dangling_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("chat.db");
+    let w = tempfile::tempdir().unwrap();
+    std::fs::write(w.path().join("a.txt"), "one\ntwo\n").unwrap();
+    let mut s = on_db(&db);
+    if !s
+        .ok("tool.list", json!({}))
+        .to_string()
+        .contains("\"bash\"")
+    {
+        eprintln!("bash is not registered; using the provider delay variant only");
+        return;
+    }
+    let script = json!([
+        {"toolCalls": [{"id": "r1", "name": "read_file", "arguments": {"path": "a.txt"}}]},
+        {"text": "now waiting", "toolCalls": [{"id": "b1", "name": "bash", "arguments": {"command": "sleep 60"}}]},
+    ]);
+    let p = merge(
+        scripted(script, "read then wait"),
+        json!({"cwd": w.path(), "chatId": "chat_crash"}),
+    );
+    let id = start(&mut s, p);
+    // The second round's call message is committed before bash starts; kill while it runs.
+    until(&mut s, &id, |f| f["params"]["toolCall"]["id"] == "b1");
+    sigkill(&mut s);
+    drop(s);
+
+    let mut s = on_db(&db);
+    let m = messages(&mut s, "chat_crash");
+    let roles: Vec<&str> = m.iter().map(|x| x["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"], "{m:?}");
+    assert_eq!(m[0]["content"], "read then wait");
+    assert_eq!(m[1]["toolCalls"][0]["id"], "r1");
+    assert!(
+        m[2]["content"]
+            .as_str()
+            .unwrap()
+            .contains("\"success\":true")
+    );
+    assert_eq!(m[3]["toolCalls"][0]["id"], "b1");
+    assert_eq!(m[3]["content"], "now waiting");
+    let seqs: Vec<i64> = m.iter().map(|x| x["seq"].as_i64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+
+    // Resume: the record is the transcript; the call is closed; no user message duplicated.
+    let p = json!({"provider": "scripted", "model": "m", "script": [{"text": "resumed answer"}],
+        "chatId": "chat_crash", "resume": true, "messages": [], "cwd": w.path(),
+        "systemPrompt": "You are careful."});
+    let r = run(&mut s, p);
+    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    assert_eq!(r.text(), "resumed answer");
+    let m = messages(&mut s, "chat_crash");
+    let roles: Vec<&str> = m.iter().map(|x| x["role"].as_str().unwrap()).collect();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant"
+        ],
+        "{m:?}"
+    );
+    assert_eq!(m[4]["toolCallId"], "b1");
+    assert!(m[4]["content"].as_str().unwrap().contains("interrupted"));
+    assert_eq!(m[5]["content"], "resumed answer");
+    assert_eq!(m.iter().filter(|x| x["role"] == "user").count(), 1);
+    // Resume of an unknown record, or with messages, is refused before any request.
+    let r = s.call(
+        "agent.chat.stream",
+        json!({"provider": "scripted", "model": "m", "script": [],
+        "chatId": "chat_none", "resume": true, "messages": []}),
+    );
+    assert_eq!(code(&r), -32602);
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no history to resume")
+    );
+}
+
+#[test]
+fn sigkill_while_streaming_keeps_the_user_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("chat.db");
+    let mut s = on_db(&db);
+    let p = merge(
+        scripted(
+            json!([{"events": [{"text": "partial"}, {"delayMs": 60000}, {"text": "never"}]}]),
+            "remember me",
+        ),
+        json!({"chatId": "chat_crash2"}),
+    );
+    let id = start(&mut s, p);
+    until(&mut s, &id, |f| f["params"]["delta"] == "partial");
+    sigkill(&mut s);
+    drop(s);
+    let mut s = on_db(&db);
+    let m = messages(&mut s, "chat_crash2");
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert_eq!(
+        (m[0]["role"].as_str(), m[0]["content"].as_str()),
+        (Some("user"), Some("remember me"))
+    );
+    // Resume answers the recorded question.
+    let r = run(
+        &mut s,
+        json!({"provider": "scripted", "model": "m", "script": [{"text": "answer"}],
+        "recordId": "chat_crash2", "resume": true}),
+    );
+    assert_eq!(r.done["status"], "completed");
+    let m = messages(&mut s, "chat_crash2");
+    assert_eq!(m.len(), 2);
+    assert_eq!(m[1]["content"], "answer");
+}
+
+#[test]
+fn resume_reseeds_the_file_tools_read_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("chat.db");
+    let w = tempfile::tempdir().unwrap();
+    std::fs::write(w.path().join("f.txt"), "v1\n").unwrap();
+    let mut s = on_db(&db);
+    let script = json!([
+        {"toolCalls": [{"id": "r1", "name": "read_file", "arguments": {"path": "f.txt"}}]},
+        {"events": [{"text": "read it"}, {"delayMs": 60000}]}
+    ]);
+    let id = start(
+        &mut s,
+        merge(
+            scripted(script, "x"),
+            json!({"cwd": w.path(), "chatId": "chat_rs"}),
+        ),
+    );
+    until(&mut s, &id, |f| f["params"]["delta"] == "read it");
+    sigkill(&mut s);
+    drop(s);
+    // After a restart the process has no read state; resume rebuilds it from the record, so
+    // an edit of the file read before the crash is allowed without reading it again.
+    let mut s = on_db(&db);
+    let script = json!([
+        {"toolCalls": [{"id": "e1", "name": "edit_file", "arguments": {"path": "f.txt", "edits": [{"oldText": "v1", "newText": "v2"}]}}]},
+        {"text": "edited"}
+    ]);
+    let r = run(
+        &mut s,
+        json!({"provider": "scripted", "model": "m", "script": script, "chatId": "chat_rs",
+        "resume": true, "cwd": w.path()}),
+    );
+    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    let res = r.with("toolResult");
+    assert_eq!(res[0]["success"], true, "{}", res[0]);
+    assert_eq!(
+        std::fs::read_to_string(w.path().join("f.txt")).unwrap(),
+        "v2\n"
+    );
+}

@@ -1,0 +1,33 @@
+//! The integration tests, one binary: each module spawns the real `outrigger` binary and
+//! talks to it over its pipes as a host would. One binary links once instead of once per
+//! file.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod support;
+
+mod apply_edits;
+mod backpressure;
+mod bash;
+mod catalog_rpc;
+mod chat;
+mod chat_cancel;
+mod chat_compaction;
+mod chat_durability;
+mod config;
+mod fs_tools;
+mod host_tools;
+mod interaction;
+mod lifecycle;
+mod llm_provider;
+mod params_strict;
+mod plugins_rpc;
+mod sandbox;
+mod schemas;
+mod search_tools;
+mod sessions;
+mod skills_rpc;
+mod tool_search_fixture;
+mod tools_rpc;
+mod traces;
+mod transport;

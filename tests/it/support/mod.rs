@@ -1,0 +1,6 @@
+//! Fakes and helpers shared by the integration tests.
+
+pub mod chat_helpers;
+pub mod fake_openai;
+pub mod host;
+pub mod plugins;

@@ -1,0 +1,60 @@
+//! Finished traces are persisted: after a restart on the same database `trace.fetch` still
+//! answers with the same trace; unknown ids stay `-32004`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::common::{Opts, Sidecar};
+use crate::support::chat_helpers::*;
+use serde_json::json;
+
+fn on_db(db: &Path) -> Sidecar {
+    Sidecar::start_with(Opts {
+        args: vec!["--storage-path".into(), db.display().to_string()],
+        ..Opts::default()
+    })
+}
+
+#[test]
+fn a_finished_trace_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("traces.db");
+    let w = tempfile::tempdir().unwrap();
+    std::fs::write(w.path().join("notes.txt"), "hello\n").unwrap();
+    let mut s = on_db(&db);
+    let script = json!([
+        {"toolCalls": [{"id": "c1", "name": "read_file", "arguments": {"path": "notes.txt"}}]},
+        {"text": "ok"}
+    ]);
+    let r = run(
+        &mut s,
+        merge(
+            scripted(script, "x"),
+            json!({"cwd": w.path(), "chatId": "chat_trace"}),
+        ),
+    );
+    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    let trace_id = r.done["traceId"].clone();
+    let before = s.ok("trace.fetch", json!({"traceId": trace_id}));
+    assert_eq!(before["trace"]["spanCount"], 3);
+    s.ok("system.shutdown_now", json!({}));
+    assert!(s.wait_exit(Duration::from_secs(10)).success());
+    drop(s);
+
+    let mut s = on_db(&db);
+    let after = s.ok("trace.fetch", json!({"traceId": trace_id}));
+    assert_eq!(after["trace"]["traceId"], trace_id);
+    assert_eq!(after["trace"]["status"], "completed");
+    assert_eq!(after["trace"]["spanCount"], before["trace"]["spanCount"]);
+    assert_eq!(after["trace"]["eventCount"], before["trace"]["eventCount"]);
+    assert_eq!(
+        after["spans"].as_array().unwrap().len(),
+        before["spans"].as_array().unwrap().len()
+    );
+    assert_eq!(
+        after["events"].as_array().unwrap().len(),
+        before["events"].as_array().unwrap().len()
+    );
+    let r = s.call("trace.fetch", json!({"traceId": "trace_nope"}));
+    assert_eq!(code(&r), -32004);
+}
