@@ -1615,6 +1615,24 @@ export type TextEdit = {
 };
 
 /**
+ * What the assistant asks to run. No other members are allowed.
+ */
+export type ToolCall = {
+  /**
+   * Model-provided arguments, validated against the tool's schema.
+   */
+  arguments: { [key: string]: unknown };
+  /**
+   * Unique within a chat.
+   */
+  id: string;
+  /**
+   * A tool name registered with the runtime.
+   */
+  name: string;
+};
+
+/**
  * A call the model made (`stream.chunk` `toolCall`, `rawChunk.toolCallDelta`).
  */
 export type ToolCallChunk = {

@@ -307,7 +307,15 @@ pub fn cap_system_prompt(s: &str) -> String {
 
 /// Validates `agent.chat.stream` (or `.fork`) params in the reference's order: params object
 /// → provider construction → messages → resume → systemPrompt → contentMode.
-pub fn parse(v: &Value, settings: LlmSettings, method: Method) -> Result<ChatParams, String> {
+pub fn parse(
+    v: &Value,
+    settings: LlmSettings,
+    method: Method,
+) -> Result<ChatParams, super::AgentError> {
+    checked(v, settings, method).map_err(super::AgentError::InvalidParams)
+}
+
+fn checked(v: &Value, settings: LlmSettings, method: Method) -> Result<ChatParams, String> {
     let Value::Object(obj) = v else {
         return Err("params must be an object".into());
     };
@@ -557,7 +565,7 @@ mod tests {
     use serde_json::json;
 
     fn p(v: Value) -> Result<ChatParams, String> {
-        parse(&v, LlmSettings::default(), Method::Stream)
+        checked(&v, LlmSettings::default(), Method::Stream)
     }
 
     fn scripted(extra: Value) -> Value {

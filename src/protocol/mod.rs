@@ -1,10 +1,10 @@
-//! Every type on the wire (serde + schemars). `schemas/` is generated from `all_schemas()`
+//! Every type on the wire (serde + schemars). `schemas/` is generated from `table`
 //! by `outrigger schemas --out schemas` and a test fails when the two drift apart.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use schemars::{JsonSchema, Schema, schema_for};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -184,36 +184,69 @@ pub struct ConfigSetParams {
     pub log_level: Option<String>,
 }
 
-/// Every schema `outrigger schemas` writes, by file stem.
-pub fn all_schemas() -> Vec<(&'static str, Schema)> {
-    vec![
-        ("SidecarHealth", schema_for!(SidecarHealth)),
-        ("LifecycleReady", schema_for!(LifecycleReady)),
-        ("LifecycleShutdown", schema_for!(LifecycleShutdown)),
-        ("ToolCall", schema_for!(ToolCall)),
-        ("ToolResult", schema_for!(ToolResult)),
-        ("RpcErrorObject", schema_for!(RpcErrorObject)),
-        ("ConfigGetParams", schema_for!(ConfigGetParams)),
-        ("ConfigGetResult", schema_for!(ConfigGetResult)),
-        ("ConfigSetParams", schema_for!(ConfigSetParams)),
-        ("ToolInvokeRequest", schema_for!(host::ToolInvokeRequest)),
-        ("ApprovalRequest", schema_for!(host::ApprovalRequest)),
-        ("ApprovalAnswer", schema_for!(host::ApprovalAnswer)),
-        ("AskUserRequest", schema_for!(host::AskUserRequest)),
-        ("AskUserAnswer", schema_for!(host::AskUserAnswer)),
-        ("ReadStateSeed", schema_for!(host::ReadStateSeed)),
-        ("HostSpawnRequest", schema_for!(host::HostSpawnRequest)),
-        ("HostSpawnResult", schema_for!(host::HostSpawnResult)),
-        ("ApprovalListResult", schema_for!(host::ApprovalListResult)),
-        (
-            "ApprovalClearParams",
-            schema_for!(host::ApprovalClearParams),
-        ),
-        (
-            "ApprovalClearResult",
-            schema_for!(host::ApprovalClearResult),
-        ),
-    ]
+/// One standalone JSON Schema per wire type: each of the bundle's definitions with the
+/// definitions it refers to (transitively), by type name.
+pub fn all_schemas() -> Vec<(String, Value)> {
+    let bundle = table::bundle();
+    let Some(defs) = bundle.get("$defs").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    defs.iter()
+        .map(|(name, def)| {
+            let mut needed = std::collections::BTreeSet::new();
+            let mut todo = vec![def];
+            while let Some(v) = todo.pop() {
+                for r in refs(v) {
+                    if needed.insert(r.clone())
+                        && let Some(d) = defs.get(&r)
+                    {
+                        todo.push(d);
+                    }
+                }
+            }
+            let mut one = serde_json::Map::new();
+            one.insert(
+                "$schema".into(),
+                Value::from("https://json-schema.org/draft/2020-12/schema"),
+            );
+            one.insert("title".into(), Value::from(name.clone()));
+            if let Value::Object(o) = def {
+                one.extend(o.clone());
+            }
+            if !needed.is_empty() {
+                let sub: serde_json::Map<String, Value> = needed
+                    .iter()
+                    .filter_map(|n| defs.get(n).map(|d| (n.clone(), d.clone())))
+                    .collect();
+                one.insert("$defs".into(), Value::Object(sub));
+            }
+            (name.clone(), Value::Object(one))
+        })
+        .collect()
+}
+
+/// The `#/$defs/X` names a schema node refers to.
+fn refs(v: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    match v {
+        Value::Object(o) => {
+            if let Some(r) = o.get("$ref").and_then(Value::as_str)
+                && let Some(name) = r.strip_prefix("#/$defs/")
+            {
+                out.push(name.to_string());
+            }
+            for x in o.values() {
+                out.extend(refs(x));
+            }
+        }
+        Value::Array(a) => {
+            for x in a {
+                out.extend(refs(x));
+            }
+        }
+        _ => {}
+    }
+    out
 }
 
 /// Pretty JSON with a trailing newline, for files people diff.

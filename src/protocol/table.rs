@@ -185,6 +185,8 @@ pub fn bundle() -> Value {
         })
         .collect();
     let error = hoist(schema_of::<RpcErrorObject>(), &mut defs);
+    // Wire types no table entry names directly but hosts still meet (a call in a message).
+    hoist(schema_of::<ToolCall>(), &mut defs);
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Outrigger protocol",

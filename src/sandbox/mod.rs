@@ -28,6 +28,35 @@ pub use policy::{LaunchSpec, Layers, Policy};
 /// How long the one-off capability probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Why a call's sandbox request cannot be met; the message names the field and the fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SandboxError {
+    /// The request would loosen what the managed config pins.
+    #[error("{asked} is refused: the managed config pins {key}")]
+    Pinned {
+        asked: &'static str,
+        key: &'static str,
+    },
+    #[error("execSandbox.writableRoots entries must be absolute paths, got {}", .0.display())]
+    RelativeRoot(PathBuf),
+    #[error(
+        "execSandbox.requireFull: this call would run with enforcement '{enforcement}' (backend '{backend}'); missing: {missing}"
+    )]
+    NotFull {
+        enforcement: String,
+        backend: String,
+        missing: String,
+    },
+    #[error(
+        "execSandbox.requireBackend: '{want}' is not available; this host's backend is '{backend}'{missing}"
+    )]
+    BackendUnavailable {
+        want: String,
+        backend: String,
+        missing: String,
+    },
+}
+
 /// The `data._sandbox` marker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Marker {
@@ -218,7 +247,7 @@ impl Sandbox {
         req: Option<&ExecSandboxRequest>,
         tmp_dir: Option<&Path>,
         pid_namespace: bool,
-    ) -> Result<Prepared, String> {
+    ) -> Result<Prepared, SandboxError> {
         let cfg = self.config();
         let settings = cfg.as_ref().map(|c| c.settings());
         let merged = cfg.as_ref().map(|c| c.merged());
@@ -233,10 +262,10 @@ impl Sandbox {
         let cfg_network = settings.as_ref().is_some_and(|s| s.sandbox_network);
         let network = match req.network {
             Some(true) if !cfg_network && pinned("sandbox_network") => {
-                return Err(
-                    "execSandbox.network: true is refused: the managed config pins sandbox_network = false"
-                        .into(),
-                );
+                return Err(SandboxError::Pinned {
+                    asked: "execSandbox.network: true",
+                    key: "sandbox_network = false",
+                });
             }
             Some(n) => n,
             None => cfg_network,
@@ -247,38 +276,37 @@ impl Sandbox {
             .unwrap_or_default();
         if let Some(extra) = &req.writable_roots {
             if !extra.is_empty() && pinned("sandbox_writable_roots") {
-                return Err("execSandbox.writableRoots is refused: the managed config pins sandbox_writable_roots".into());
+                return Err(SandboxError::Pinned {
+                    asked: "execSandbox.writableRoots",
+                    key: "sandbox_writable_roots",
+                });
             }
             if let Some(rel) = extra.iter().find(|p| !p.is_absolute()) {
-                return Err(format!(
-                    "execSandbox.writableRoots entries must be absolute paths, got {}",
-                    rel.display()
-                ));
+                return Err(SandboxError::RelativeRoot(rel.clone()));
             }
             roots.extend(extra.iter().cloned());
         }
         let enabled = settings.as_ref().is_none_or(|s| s.sandbox_enabled);
         let a = assess(self.caps().await, enabled, network);
         if req.require_full && a.marker.enforcement != "full" {
-            return Err(format!(
-                "execSandbox.requireFull: this call would run with enforcement '{}' (backend '{}'); missing: {}",
-                a.marker.enforcement,
-                a.marker.backend,
-                a.missing.join("; ")
-            ));
+            return Err(SandboxError::NotFull {
+                enforcement: a.marker.enforcement,
+                backend: a.marker.backend,
+                missing: a.missing.join("; "),
+            });
         }
         if let Some(want) = &req.require_backend
             && want != &a.marker.backend
         {
-            return Err(format!(
-                "execSandbox.requireBackend: '{want}' is not available; this host's backend is '{}'{}",
-                a.marker.backend,
-                if a.missing.is_empty() {
+            return Err(SandboxError::BackendUnavailable {
+                want: want.clone(),
+                backend: a.marker.backend,
+                missing: if a.missing.is_empty() {
                     String::new()
                 } else {
                     format!(" ({})", a.missing.join("; "))
-                }
-            ));
+                },
+            });
         }
         if !enabled || self.launcher.is_none() {
             return Ok(Prepared {

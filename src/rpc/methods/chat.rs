@@ -26,7 +26,7 @@ pub async fn fork(app: Arc<App>, call: Call) -> Outcome {
 
 async fn start(app: Arc<App>, call: Call, method: Method) -> Outcome {
     let settings = LlmSettings::from_settings(&app.settings());
-    let p = params::parse(&call.params, settings, method).map_err(RpcError::invalid_params)?;
+    let p = params::parse(&call.params, settings, method)?;
     let prepared = chat::prepare(&app.agent, p, method).await?;
     call.reply_now(reply(&prepared.started));
     let answer = reply(&prepared.started);
