@@ -1,5 +1,6 @@
-//! The one place that knows JSON-RPC error codes. Modules return typed errors; handlers
-//! convert them to `RpcError` by kind, and the code follows from the kind.
+//! The one place that knows JSON-RPC error codes. Modules return typed errors; the
+//! `From<…> for RpcError` impls at the end of this file map each to a kind (so handlers use
+//! `?`), and the code follows from the kind.
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -163,5 +164,53 @@ impl From<crate::agent::AgentError> for RpcError {
             AgentError::NotFound(m) => RpcError::new(ErrorKind::NotFound, m),
             AgentError::Storage(m) => RpcError::new(ErrorKind::Storage, m),
         }
+    }
+}
+
+/// A refused config change: a key pinned by the managed layer is `policy_denied`, anything
+/// else (unknown key, wrong type, bad file) is the caller's to fix.
+impl From<crate::config::ConfigError> for RpcError {
+    fn from(e: crate::config::ConfigError) -> Self {
+        use crate::config::ConfigError;
+        match e {
+            ConfigError::Pinned { .. } => RpcError::new(ErrorKind::PolicyDenied, e.to_string()),
+            other => RpcError::invalid_params(other.to_string()),
+        }
+    }
+}
+
+/// `skills.list`: every failure (no roots, too many, missing or unreadable root) names the
+/// roots the caller passed, so all are `invalid_params`.
+impl From<crate::tools::skills::SkillsError> for RpcError {
+    fn from(e: crate::tools::skills::SkillsError) -> Self {
+        RpcError::invalid_params(e.to_string())
+    }
+}
+
+/// `plugin.enable/disable/reload`: unknown names, wrong states and manifests that no longer
+/// load are all the caller's to fix.
+impl From<crate::tools::plugins::PluginOpError> for RpcError {
+    fn from(e: crate::tools::plugins::PluginOpError) -> Self {
+        RpcError::invalid_params(e.to_string())
+    }
+}
+
+/// `workspace.apply_edits`: `edit_failed` with the edit algorithm's `code` and, when one edit
+/// is to blame, its 0-based index as `edit`.
+impl From<crate::tools::fs::edit::EditError> for RpcError {
+    fn from(e: crate::tools::fs::edit::EditError) -> Self {
+        let err = RpcError::new(ErrorKind::EditFailed, e.message).with("code", e.code.as_str());
+        match e.edit {
+            Some(i) => err.with("edit", i),
+            None => err,
+        }
+    }
+}
+
+/// Provider-side failures outside a turn (a turn reports its own on `stream.error`): today
+/// only `models.list`'s HTTP client construction reaches a handler, and that is `internal`.
+impl From<crate::llm::LlmError> for RpcError {
+    fn from(e: crate::llm::LlmError) -> Self {
+        RpcError::internal(e.to_string())
     }
 }

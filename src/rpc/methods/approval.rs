@@ -10,11 +10,9 @@ use crate::protocol::host::{
 
 use crate::agent::persist;
 use crate::app::App;
-use crate::rpc::dispatch::Call;
-use crate::rpc::error::{Outcome, reply};
+use crate::rpc::error::RpcError;
 
-pub async fn list(app: Arc<App>, call: Call) -> Outcome {
-    let _: ApprovalListParams = call.params()?;
+pub async fn list(app: Arc<App>, _: ApprovalListParams) -> Result<ApprovalListResult, RpcError> {
     let rows = persist::call(&app.store, |s| s.list_approval_rules()).await?;
     let rules = rows
         .into_iter()
@@ -25,14 +23,13 @@ pub async fn list(app: Arc<App>, call: Call) -> Outcome {
             created_at: r.created_at,
         })
         .collect();
-    reply(&ApprovalListResult { rules })
+    Ok(ApprovalListResult { rules })
 }
 
-pub async fn clear(app: Arc<App>, call: Call) -> Outcome {
-    let p: ApprovalClearParams = call.params()?;
+pub async fn clear(app: Arc<App>, p: ApprovalClearParams) -> Result<ApprovalClearResult, RpcError> {
     let cleared = persist::call(&app.store, move |s| {
         s.clear_approval_rules(p.tool_name.as_deref(), p.category.as_deref())
     })
     .await?;
-    reply(&ApprovalClearResult { cleared })
+    Ok(ApprovalClearResult { cleared })
 }

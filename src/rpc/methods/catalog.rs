@@ -7,14 +7,13 @@ use crate::llm::catalog::{self, Pricing, ProviderRow};
 use crate::llm::models_list::{self, JoinedModel, Listing, ListingStatus};
 use crate::llm::presets::{self, Preset, PresetEntry};
 use crate::llm::{LlmSettings, http_client};
+use crate::protocol::NoParams;
 use crate::protocol::catalog::{
     Capabilities, CatalogDescribeResult, CatalogProvider, CatalogStatus, ListedModel, Modalities,
     ModelPricing, ModelsListParams, ModelsListResult, PresetRow, PresetsDescribeResult,
     PresetsResolveParams, PresetsResolveResult, SamplingPreset,
 };
-use crate::rpc::dispatch::Call;
-use crate::rpc::error::{Outcome, RpcError, reply};
-use crate::strict::NoParams;
+use crate::rpc::error::RpcError;
 
 impl From<&ProviderRow> for CatalogProvider {
     fn from(p: &ProviderRow) -> Self {
@@ -105,9 +104,8 @@ impl From<Listing> for ModelsListResult {
     }
 }
 
-pub async fn describe_catalog(_app: Arc<App>, call: Call) -> Outcome {
-    let _: NoParams = call.params()?;
-    reply(&CatalogDescribeResult {
+pub async fn describe_catalog(_: Arc<App>, _: NoParams) -> Result<CatalogDescribeResult, RpcError> {
+    Ok(CatalogDescribeResult {
         providers: catalog::catalog()
             .providers
             .iter()
@@ -116,9 +114,8 @@ pub async fn describe_catalog(_app: Arc<App>, call: Call) -> Outcome {
     })
 }
 
-pub async fn describe_presets(_app: Arc<App>, call: Call) -> Outcome {
-    let _: NoParams = call.params()?;
-    reply(&PresetsDescribeResult {
+pub async fn describe_presets(_: Arc<App>, _: NoParams) -> Result<PresetsDescribeResult, RpcError> {
+    Ok(PresetsDescribeResult {
         presets: presets::entries()
             .into_iter()
             .map(PresetRow::from)
@@ -126,15 +123,16 @@ pub async fn describe_presets(_app: Arc<App>, call: Call) -> Outcome {
     })
 }
 
-pub async fn resolve_preset(_app: Arc<App>, call: Call) -> Outcome {
-    let p: PresetsResolveParams = call.params()?;
-    reply(&PresetsResolveResult {
+pub async fn resolve_preset(
+    _: Arc<App>,
+    p: PresetsResolveParams,
+) -> Result<PresetsResolveResult, RpcError> {
+    Ok(PresetsResolveResult {
         preset: presets::resolve(&p.base_url, &p.model).map(SamplingPreset::from),
     })
 }
 
-pub async fn list_models(app: Arc<App>, call: Call) -> Outcome {
-    let p: ModelsListParams = call.params()?;
+pub async fn list_models(app: Arc<App>, p: ModelsListParams) -> Result<ModelsListResult, RpcError> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let base_url = p
         .base_url
@@ -150,8 +148,7 @@ pub async fn list_models(app: Arc<App>, call: Call) -> Outcome {
         )));
     }
     let api_key = p.api_key.or_else(|| env("OUTRIGGER_API_KEY"));
-    let client = http_client(&LlmSettings::from_settings(&app.settings()))
-        .map_err(|e| RpcError::internal(e.to_string()))?;
+    let client = http_client(&LlmSettings::from_settings(&app.settings()))?;
     let listing = models_list::list(
         &client,
         &base_url,
@@ -160,7 +157,7 @@ pub async fn list_models(app: Arc<App>, call: Call) -> Outcome {
         p.refresh,
     )
     .await;
-    reply(&ModelsListResult::from(listing))
+    Ok(ModelsListResult::from(listing))
 }
 
 #[cfg(test)]

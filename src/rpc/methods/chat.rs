@@ -11,15 +11,17 @@ use crate::agent::params::{self, Method};
 use crate::app::App;
 use crate::llm::LlmSettings;
 use crate::rpc::dispatch::Call;
-use crate::rpc::error::{Outcome, RpcError, reply, reply_null};
+use crate::rpc::error::{Outcome, RpcError, reply};
 
 /// Why steer/compact did not reach a turn.
 const NOT_ACTIVE: &str = "stream_not_active";
 
+// Raw `Call` form: answers `{streamId}` (`reply_now`) before the turn's first notification.
 pub async fn stream(app: Arc<App>, call: Call) -> Outcome {
     start(app, call, Method::Stream).await
 }
 
+// Raw `Call` form: answers `{streamId}` (`reply_now`) before the turn's first notification.
 pub async fn fork(app: Arc<App>, call: Call) -> Outcome {
     start(app, call, Method::Fork).await
 }
@@ -34,17 +36,15 @@ async fn start(app: Arc<App>, call: Call, method: Method) -> Outcome {
     answer
 }
 
-pub async fn cancel(app: Arc<App>, call: Call) -> Outcome {
-    let p: StreamRef = call.params()?;
+pub async fn cancel(app: Arc<App>, p: StreamRef) -> Result<(), RpcError> {
     // Unknown or finished streams answer null, as the reference does.
     if let Some(h) = app.agent.streams.get(&p.stream_id) {
         h.cancel.cancel();
     }
-    reply_null()
+    Ok(())
 }
 
-pub async fn steer(app: Arc<App>, call: Call) -> Outcome {
-    let p: SteerParams = call.params()?;
+pub async fn steer(app: Arc<App>, p: SteerParams) -> Result<SteerResult, RpcError> {
     if p.content.trim().is_empty() {
         return Err(RpcError::invalid_params(
             "content must not be blank: send the message to steer with",
@@ -58,29 +58,28 @@ pub async fn steer(app: Arc<App>, call: Call) -> Outcome {
     match app.agent.streams.get(&p.stream_id) {
         Some(h) if !h.cancel.is_cancelled() => {
             h.steer(p.content);
-            reply(&SteerResult {
+            Ok(SteerResult {
                 accepted: true,
                 reason: None,
             })
         }
-        _ => reply(&SteerResult {
+        _ => Ok(SteerResult {
             accepted: false,
             reason: Some(NOT_ACTIVE.into()),
         }),
     }
 }
 
-pub async fn compact(app: Arc<App>, call: Call) -> Outcome {
-    let p: StreamRef = call.params()?;
+pub async fn compact(app: Arc<App>, p: StreamRef) -> Result<CompactResult, RpcError> {
     match app.agent.streams.get(&p.stream_id) {
         Some(h) if !h.cancel.is_cancelled() => {
             h.request_compact();
-            reply(&CompactResult {
+            Ok(CompactResult {
                 ok: true,
                 reason: None,
             })
         }
-        _ => reply(&CompactResult {
+        _ => Ok(CompactResult {
             ok: false,
             reason: Some(NOT_ACTIVE.into()),
         }),

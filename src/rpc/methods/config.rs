@@ -5,23 +5,15 @@ use std::sync::Arc;
 use serde_json::{Map, json};
 
 use crate::app::App;
-use crate::config::{Config, ConfigError};
+use crate::config::Config;
 use crate::protocol::{
     ConfigGetParams, ConfigGetResult, ConfigSetParams, ConfigValue, PROTOCOL_VERSION, VERSION,
 };
-use crate::rpc::dispatch::Call;
-use crate::rpc::error::{ErrorKind, Outcome, RpcError, reply, reply_null};
+use crate::rpc::error::RpcError;
 
-fn config_error(e: ConfigError) -> RpcError {
-    match e {
-        ConfigError::Pinned { .. } => RpcError::new(ErrorKind::PolicyDenied, e.to_string()),
-        other => RpcError::invalid_params(other.to_string()),
-    }
-}
-
-fn view(config: &Config, merged: bool) -> Outcome {
+fn view(config: &Config, merged: bool) -> ConfigGetResult {
     let s = config.settings();
-    let result = ConfigGetResult {
+    ConfigGetResult {
         log_level: s.log_level,
         grace_period_seconds: s.grace_period_seconds,
         version: VERSION.into(),
@@ -41,21 +33,18 @@ fn view(config: &Config, merged: bool) -> Outcome {
                 })
                 .collect()
         }),
-    };
-    reply(&result)
-}
-
-pub async fn get(app: Arc<App>, call: Call) -> Outcome {
-    let p: ConfigGetParams = call.params()?;
-    let config = app.config();
-    match &p.overrides {
-        Some(o) => view(&config.with_overrides(o).map_err(config_error)?, p.merged),
-        None => view(&config, p.merged),
     }
 }
 
-pub async fn set(app: Arc<App>, call: Call) -> Outcome {
-    let p: ConfigSetParams = call.params()?;
+pub async fn get(app: Arc<App>, p: ConfigGetParams) -> Result<ConfigGetResult, RpcError> {
+    let config = app.config();
+    Ok(match &p.overrides {
+        Some(o) => view(&config.with_overrides(o)?, p.merged),
+        None => view(&config, p.merged),
+    })
+}
+
+pub async fn set(app: Arc<App>, p: ConfigSetParams) -> Result<(), RpcError> {
     let mut changes = Map::new();
     if let Some(level) = &p.log_level {
         changes.insert("log_level".into(), json!(level.to_ascii_uppercase()));
@@ -65,13 +54,10 @@ pub async fn set(app: Arc<App>, call: Call) -> Outcome {
             "config.set needs at least one setting, e.g. {\"logLevel\": \"DEBUG\"}",
         ));
     }
-    let next = app
-        .config()
-        .with_overrides(&changes)
-        .map_err(config_error)?;
+    let next = app.config().with_overrides(&changes)?;
     let level = next.settings().log_level;
     app.replace_config(next);
     app.log.set_level(&level);
     tracing::info!("log level is now {level}");
-    reply_null()
+    Ok(())
 }

@@ -12,16 +12,14 @@ use crate::protocol::debug::{
     DebugEchoParams, DebugEchoResult, DebugRecordAppendParams, DebugRecordAppendResult,
     DebugReverseError, DebugReverseParams, DebugReverseResult, DebugSleepParams, DebugSleepResult,
 };
-use crate::rpc::dispatch::Call;
-use crate::rpc::error::{ErrorKind, Outcome, RpcError, reply};
+use crate::rpc::error::{ErrorKind, RpcError};
 use crate::rpc::reverse::ReverseError;
 use crate::store::ItemKind;
 
 /// Ceiling for `debug.sleep` and `debug.reverse` waits: ten minutes.
 const MAX_WAIT_MS: u64 = 600_000;
 
-pub async fn sleep(app: Arc<App>, call: Call) -> Outcome {
-    let p: DebugSleepParams = call.params()?;
+pub async fn sleep(app: Arc<App>, p: DebugSleepParams) -> Result<DebugSleepResult, RpcError> {
     if p.ms > MAX_WAIT_MS {
         return Err(RpcError::invalid_params(format!(
             "ms must be at most {MAX_WAIT_MS}"
@@ -29,14 +27,13 @@ pub async fn sleep(app: Arc<App>, call: Call) -> Outcome {
     }
     let token = app.lifecycle.token();
     tokio::select! {
-        _ = tokio::time::sleep(Duration::from_millis(p.ms)) => reply(&DebugSleepResult { slept_ms: p.ms }),
+        _ = tokio::time::sleep(Duration::from_millis(p.ms)) => Ok(DebugSleepResult { slept_ms: p.ms }),
         _ = token.cancelled() => Err(RpcError::new(ErrorKind::Cancelled, "cancelled by shutdown")),
     }
 }
 
-pub async fn echo(_app: Arc<App>, call: Call) -> Outcome {
-    let p: DebugEchoParams = call.params()?;
-    reply(&DebugEchoResult(p.value))
+pub async fn echo(_: Arc<App>, p: DebugEchoParams) -> Result<DebugEchoResult, RpcError> {
+    Ok(DebugEchoResult(p.value))
 }
 
 /// A failure the host did not answer for: `{kind, message}`.
@@ -49,8 +46,7 @@ fn local_failure(kind: &str, e: &ReverseError) -> DebugReverseError {
     }
 }
 
-pub async fn reverse(app: Arc<App>, call: Call) -> Outcome {
-    let p: DebugReverseParams = call.params()?;
+pub async fn reverse(app: Arc<App>, p: DebugReverseParams) -> Result<DebugReverseResult, RpcError> {
     if p.timeout_ms > MAX_WAIT_MS {
         return Err(RpcError::invalid_params(format!(
             "timeoutMs must be at most {MAX_WAIT_MS}"
@@ -60,7 +56,7 @@ pub async fn reverse(app: Arc<App>, call: Call) -> Outcome {
         .reverse
         .call(&p.method, p.params, Duration::from_millis(p.timeout_ms))
         .await;
-    reply(&match answer {
+    Ok(match answer {
         Ok(v) => DebugReverseResult::Result(v),
         Err(ReverseError::Host {
             code,
@@ -89,8 +85,10 @@ pub async fn reverse(app: Arc<App>, call: Call) -> Outcome {
 
 /// `debug.record.append`: writes one message to a record the way the CoreLoop does, so
 /// host tests can build records without a model.
-pub async fn record_append(app: Arc<App>, call: Call) -> Outcome {
-    let p: DebugRecordAppendParams = call.params()?;
+pub async fn record_append(
+    app: Arc<App>,
+    p: DebugRecordAppendParams,
+) -> Result<DebugRecordAppendResult, RpcError> {
     if p.record_id.trim().is_empty() {
         return Err(RpcError::invalid_params("recordId must not be empty"));
     }
@@ -108,5 +106,5 @@ pub async fn record_append(app: Arc<App>, call: Call) -> Outcome {
     let message = json!({"role": p.role, "content": p.content});
     let (id, tokens) = (p.record_id, p.token_estimate);
     let seq = persist::call(&app.store, move |st| st.append(&id, kind, &message, tokens)).await?;
-    reply(&DebugRecordAppendResult { seq })
+    Ok(DebugRecordAppendResult { seq })
 }

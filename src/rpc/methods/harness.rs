@@ -4,10 +4,9 @@ use std::sync::Arc;
 
 use crate::app::App;
 use crate::protocol::NoParams;
-use crate::rpc::dispatch::Call;
-use crate::rpc::error::{Outcome, reply};
+use crate::protocol::tools::HarnessDescription;
+use crate::rpc::error::RpcError;
 
-pub async fn describe(_app: Arc<App>, call: Call) -> Outcome {
-    let _: NoParams = call.params()?;
-    reply(&crate::harness::describe())
+pub async fn describe(_: Arc<App>, _: NoParams) -> Result<HarnessDescription, RpcError> {
+    Ok(crate::harness::describe())
 }

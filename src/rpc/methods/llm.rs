@@ -4,10 +4,9 @@ use std::sync::Arc;
 
 use crate::app::App;
 use crate::llm::compat::{self, FlagDoc};
+use crate::protocol::NoParams;
 use crate::protocol::catalog::{CompatDescribeResult, CompatFlagDoc};
-use crate::rpc::dispatch::Call;
-use crate::rpc::error::{Outcome, reply};
-use crate::strict::NoParams;
+use crate::rpc::error::RpcError;
 
 impl From<FlagDoc> for CompatFlagDoc {
     fn from(f: FlagDoc) -> Self {
@@ -21,9 +20,8 @@ impl From<FlagDoc> for CompatFlagDoc {
     }
 }
 
-pub async fn compat_describe(_app: Arc<App>, call: Call) -> Outcome {
-    let _: NoParams = call.params()?;
-    reply(&CompatDescribeResult {
+pub async fn compat_describe(_: Arc<App>, _: NoParams) -> Result<CompatDescribeResult, RpcError> {
+    Ok(CompatDescribeResult {
         flags: compat::describe()
             .into_iter()
             .map(CompatFlagDoc::from)

@@ -5,9 +5,8 @@ use std::sync::Arc;
 use crate::app::App;
 use crate::protocol::NoParams;
 use crate::protocol::tools::{PluginInfo, PluginListResult, PluginNameParams, PluginResult};
-use crate::rpc::dispatch::Call;
-use crate::rpc::error::{Outcome, RpcError, reply};
-use crate::tools::plugins::{PluginOpError, PluginRow};
+use crate::rpc::error::RpcError;
+use crate::tools::plugins::PluginRow;
 
 fn info(row: PluginRow) -> PluginInfo {
     PluginInfo {
@@ -19,32 +18,22 @@ fn info(row: PluginRow) -> PluginInfo {
     }
 }
 
-pub async fn list(app: Arc<App>, call: Call) -> Outcome {
-    let _: NoParams = call.params()?;
+pub async fn list(app: Arc<App>, _: NoParams) -> Result<PluginListResult, RpcError> {
     let plugins = app.plugins.list().into_iter().map(info).collect();
-    reply(&PluginListResult { plugins })
+    Ok(PluginListResult { plugins })
 }
 
-fn answer(r: Result<PluginRow, PluginOpError>) -> Outcome {
-    match r {
-        Ok(row) => reply(&PluginResult { plugin: info(row) }),
-        // Unknown names, wrong states and manifests that no longer load are all the
-        // caller's to fix.
-        Err(e) => Err(RpcError::invalid_params(e.to_string())),
-    }
+pub async fn enable(app: Arc<App>, p: PluginNameParams) -> Result<PluginResult, RpcError> {
+    let row = app.plugins.enable(&p.name)?;
+    Ok(PluginResult { plugin: info(row) })
 }
 
-pub async fn enable(app: Arc<App>, call: Call) -> Outcome {
-    let p: PluginNameParams = call.params()?;
-    answer(app.plugins.enable(&p.name))
+pub async fn disable(app: Arc<App>, p: PluginNameParams) -> Result<PluginResult, RpcError> {
+    let row = app.plugins.disable(&p.name)?;
+    Ok(PluginResult { plugin: info(row) })
 }
 
-pub async fn disable(app: Arc<App>, call: Call) -> Outcome {
-    let p: PluginNameParams = call.params()?;
-    answer(app.plugins.disable(&p.name))
-}
-
-pub async fn reload(app: Arc<App>, call: Call) -> Outcome {
-    let p: PluginNameParams = call.params()?;
-    answer(app.plugins.reload(&p.name))
+pub async fn reload(app: Arc<App>, p: PluginNameParams) -> Result<PluginResult, RpcError> {
+    let row = app.plugins.reload(&p.name)?;
+    Ok(PluginResult { plugin: info(row) })
 }

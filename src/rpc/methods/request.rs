@@ -5,12 +5,14 @@ use std::sync::Arc;
 use crate::protocol::{RequestCancelParams, RequestCancelResult};
 
 use crate::app::App;
-use crate::rpc::dispatch::{Call, cancel_request};
-use crate::rpc::error::{Outcome, RpcError, reply};
+use crate::rpc::dispatch::cancel_request;
+use crate::rpc::error::RpcError;
 use crate::rpc::intake::id_key;
 
-pub async fn cancel(app: Arc<App>, call: Call) -> Outcome {
-    let p: RequestCancelParams = call.params()?;
+pub async fn cancel(
+    app: Arc<App>,
+    p: RequestCancelParams,
+) -> Result<RequestCancelResult, RpcError> {
     // Only ids a request can carry; anything else could never match.
     if !(p.id.is_string() || p.id.is_number() || p.id.is_null()) {
         return Err(RpcError::invalid_params(
@@ -19,5 +21,5 @@ pub async fn cancel(app: Arc<App>, call: Call) -> Outcome {
         .with("field", "id"));
     }
     let cancelled = cancel_request(&app, &id_key(&p.id.to_string()));
-    reply(&RequestCancelResult { cancelled })
+    Ok(RequestCancelResult { cancelled })
 }

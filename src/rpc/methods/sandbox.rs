@@ -5,18 +5,19 @@ use std::sync::Arc;
 
 use crate::app::App;
 use crate::protocol::tools::{SandboxDescribeParams, SandboxDescription};
-use crate::rpc::dispatch::Call;
-use crate::rpc::error::{Outcome, RpcError, reply};
+use crate::rpc::error::RpcError;
 
-pub async fn describe(_app: Arc<App>, call: Call) -> Outcome {
-    // `allowedHosts`, `shell` and `writableRoots` are accepted and do not change the answer:
-    // enforcement depends on egress alone.
-    let p: SandboxDescribeParams = call.params()?;
+/// `allowedHosts`, `shell` and `writableRoots` are accepted and do not change the answer:
+/// enforcement depends on egress alone.
+pub async fn describe(
+    _: Arc<App>,
+    p: SandboxDescribeParams,
+) -> Result<SandboxDescription, RpcError> {
     let Some(sandbox) = crate::sandbox::global() else {
         return Err(RpcError::internal("the sandbox service is not installed"));
     };
     let a = sandbox.describe(p.network).await;
-    reply(&SandboxDescription {
+    Ok(SandboxDescription {
         backend: a.marker.backend,
         enforcement: a.marker.enforcement,
         missing: a.missing,

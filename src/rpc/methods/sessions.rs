@@ -12,16 +12,11 @@ use crate::protocol::session::{
     SessionForkParams, SessionListParams, SessionListResult, SessionMessagesResult,
     SessionResumeParams, SessionTreeResult, TreeNode,
 };
-use crate::rpc::dispatch::Call;
-use crate::rpc::error::{ErrorKind, Outcome, RpcError, reply};
+use crate::rpc::error::{ErrorKind, RpcError};
 use crate::store::{
     self, CutPoint, ForkRequest, NewSession, SessionFilter, Store, StoreError,
     branches::ROOT_LABEL, ids,
 };
-
-pub fn store_error(e: StoreError) -> RpcError {
-    e.into()
-}
 
 /// Runs a store call on the blocking pool (rusqlite blocks).
 pub async fn with_store<T, F>(app: &Arc<App>, f: F) -> Result<T, RpcError>
@@ -30,10 +25,10 @@ where
     F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
 {
     let store = app.store.clone();
-    tokio::task::spawn_blocking(move || f(&store))
+    let found = tokio::task::spawn_blocking(move || f(&store))
         .await
-        .map_err(|e| RpcError::internal(format!("the store task failed: {e}")))?
-        .map_err(store_error)
+        .map_err(|e| RpcError::internal(format!("the store task failed: {e}")))?;
+    Ok(found?)
 }
 
 fn non_empty(name: &str, v: &str) -> Result<(), RpcError> {
@@ -112,8 +107,7 @@ impl From<store::Tree> for SessionTreeResult {
     }
 }
 
-pub async fn create(app: Arc<App>, call: Call) -> Outcome {
-    let p: SessionCreateParams = call.params()?;
+pub async fn create(app: Arc<App>, p: SessionCreateParams) -> Result<AgentSession, RpcError> {
     non_empty("chatId", &p.chat_id)?;
     if let Some(id) = &p.session_id {
         non_empty("sessionId", id)?;
@@ -130,24 +124,22 @@ pub async fn create(app: Arc<App>, call: Call) -> Outcome {
         is_active: p.is_active.unwrap_or(true),
     };
     let row = with_store(&app, move |st| st.upsert_session(&s)).await?;
-    reply(&AgentSession::from(row))
+    Ok(AgentSession::from(row))
 }
 
-pub async fn resume(app: Arc<App>, call: Call) -> Outcome {
-    let p: SessionResumeParams = call.params()?;
+pub async fn resume(app: Arc<App>, p: SessionResumeParams) -> Result<AgentSession, RpcError> {
     let row = with_store(&app, move |st| st.get_session(&p.session_id)).await?;
-    reply(&AgentSession::from(row))
+    Ok(AgentSession::from(row))
 }
 
-pub async fn list(app: Arc<App>, call: Call) -> Outcome {
-    let p: SessionListParams = call.params()?;
+pub async fn list(app: Arc<App>, p: SessionListParams) -> Result<SessionListResult, RpcError> {
     let filter = SessionFilter {
         user_id: p.user_id,
         chat_id: p.chat_id,
         active_only: p.active_only,
     };
     let rows = with_store(&app, move |st| st.list_sessions(&filter)).await?;
-    reply(&SessionListResult(
+    Ok(SessionListResult(
         rows.into_iter().map(AgentSession::from).collect(),
     ))
 }
@@ -162,8 +154,7 @@ fn cut(p: &SessionForkParams) -> CutPoint {
     }
 }
 
-pub async fn fork(app: Arc<App>, call: Call) -> Outcome {
-    let p: SessionForkParams = call.params()?;
+pub async fn fork(app: Arc<App>, p: SessionForkParams) -> Result<BranchPoint, RpcError> {
     non_empty("recordId", &p.record_id)?;
     if let Some(id) = &p.new_record_id {
         non_empty("newRecordId", id)?;
@@ -175,11 +166,10 @@ pub async fn fork(app: Arc<App>, call: Call) -> Outcome {
         label: p.label,
     };
     let point = with_store(&app, move |st| st.fork(&req)).await?;
-    reply(&BranchPoint::from(point))
+    Ok(BranchPoint::from(point))
 }
 
-pub async fn branches(app: Arc<App>, call: Call) -> Outcome {
-    let p: RecordRef = call.params()?;
+pub async fn branches(app: Arc<App>, p: RecordRef) -> Result<SessionBranchesResult, RpcError> {
     let id = p.record_id.clone();
     let found = with_store(&app, move |st| {
         let lineage = st.lineage(&id)?;
@@ -189,7 +179,7 @@ pub async fn branches(app: Arc<App>, call: Call) -> Outcome {
     })
     .await;
     match found {
-        Ok((lineage, children)) => reply(&SessionBranchesResult {
+        Ok((lineage, children)) => Ok(SessionBranchesResult {
             lineage: lineage.nodes.into_iter().map(BranchNode::from).collect(),
             children: children.into_iter().map(BranchNode::from).collect(),
             truncated: lineage.truncated,
@@ -203,7 +193,7 @@ pub async fn branches(app: Arc<App>, call: Call) -> Outcome {
                 label: ROOT_LABEL.into(),
                 depth: 0,
             };
-            reply(&SessionBranchesResult {
+            Ok(SessionBranchesResult {
                 lineage: vec![root],
                 children: Vec::new(),
                 truncated: false,
@@ -213,14 +203,12 @@ pub async fn branches(app: Arc<App>, call: Call) -> Outcome {
     }
 }
 
-pub async fn tree(app: Arc<App>, call: Call) -> Outcome {
-    let p: RecordRef = call.params()?;
+pub async fn tree(app: Arc<App>, p: RecordRef) -> Result<SessionTreeResult, RpcError> {
     let tree = with_store(&app, move |st| st.tree(&p.record_id)).await?;
-    reply(&SessionTreeResult::from(tree))
+    Ok(SessionTreeResult::from(tree))
 }
 
-pub async fn messages(app: Arc<App>, call: Call) -> Outcome {
-    let p: RecordRef = call.params()?;
+pub async fn messages(app: Arc<App>, p: RecordRef) -> Result<SessionMessagesResult, RpcError> {
     let id = p.record_id.clone();
     let projected = with_store(&app, move |st| st.projection(&id)).await?;
     // The shape `agent.chat.stream` takes as `messages` (camelCase, `seq` in front), so a
@@ -244,7 +232,7 @@ pub async fn messages(app: Arc<App>, call: Call) -> Outcome {
             }
         })
         .collect();
-    reply(&SessionMessagesResult {
+    Ok(SessionMessagesResult {
         record_id: p.record_id,
         messages,
     })

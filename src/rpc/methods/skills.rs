@@ -6,8 +6,7 @@ use crate::app::App;
 use crate::protocol::tools::{
     SkillInfo, SkillLayer, SkillMatch, SkillsListParams, SkillsListResult,
 };
-use crate::rpc::dispatch::Call;
-use crate::rpc::error::{Outcome, RpcError, reply};
+use crate::rpc::error::RpcError;
 use crate::tools::skills::{Layer, MatchMode, SkillRow, SkillsQuery, list_skills};
 
 fn info(row: SkillRow) -> SkillInfo {
@@ -33,8 +32,7 @@ fn info(row: SkillRow) -> SkillInfo {
     }
 }
 
-pub async fn list(_app: Arc<App>, call: Call) -> Outcome {
-    let p: SkillsListParams = call.params()?;
+pub async fn list(_: Arc<App>, p: SkillsListParams) -> Result<SkillsListResult, RpcError> {
     let q = SkillsQuery {
         roots: p.roots,
         conditions: p.conditions,
@@ -44,9 +42,8 @@ pub async fn list(_app: Arc<App>, call: Call) -> Outcome {
     // Reading skill files is blocking disk work: keep it off the async workers.
     let listing = tokio::task::spawn_blocking(move || list_skills(&q))
         .await
-        .map_err(|e| RpcError::internal(format!("skills scan failed: {e}")))?
-        .map_err(|e| RpcError::invalid_params(e.to_string()))?;
-    reply(&SkillsListResult {
+        .map_err(|e| RpcError::internal(format!("skills scan failed: {e}")))??;
+    Ok(SkillsListResult {
         skills: listing.skills.into_iter().map(info).collect(),
         warnings: listing.warnings,
     })

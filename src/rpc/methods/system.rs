@@ -4,21 +4,25 @@ use std::sync::Arc;
 
 use crate::app::App;
 use crate::lifecycle::Cause;
+use crate::protocol::SidecarHealth;
 use crate::rpc::dispatch::Call;
-use crate::rpc::error::{Outcome, reply, reply_null};
+use crate::rpc::error::{Outcome, RpcError, reply_null};
 
-pub async fn ping(app: Arc<App>, _call: Call) -> Outcome {
+// Takes no params and refuses none: a liveness probe answers whatever it carries.
+pub async fn ping(app: Arc<App>) -> Result<SidecarHealth, RpcError> {
     // The first ping may wait for the (already started) python probe; later ones never do.
     app.python_version().await;
-    reply(&app.health())
+    Ok(app.health())
 }
 
+// Raw `Call` form: answers `null` (`reply_now`) before the stop begins.
 pub async fn shutdown(app: Arc<App>, call: Call) -> Outcome {
     call.reply_now(reply_null());
     app.lifecycle.request_stop(Cause::Graceful);
     reply_null()
 }
 
+// Raw `Call` form: answers `null` (`reply_now`) before the stop begins.
 pub async fn shutdown_now(app: Arc<App>, call: Call) -> Outcome {
     call.reply_now(reply_null());
     app.lifecycle.request_stop(Cause::Now);

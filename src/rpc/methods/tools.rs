@@ -5,12 +5,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::app::App;
 use crate::protocol::NoParams;
+use crate::protocol::ToolResult;
 use crate::protocol::tools::{
     PluginToolsDescribeResult, RegisteredTool, ToolDescriptor, ToolDescriptorKind, ToolExposure,
     ToolFunctionSpec, ToolInvokeParams, ToolList, ToolMode,
 };
-use crate::rpc::dispatch::Call;
-use crate::rpc::error::{ErrorKind, Outcome, RpcError, reply};
+use crate::rpc::error::{ErrorKind, RpcError};
 use crate::tools::router::Entry;
 use crate::tools::{Exposure, ToolContext};
 
@@ -61,32 +61,29 @@ fn registered(e: &Entry) -> RegisteredTool {
     }
 }
 
-pub async fn list(app: Arc<App>, call: Call) -> Outcome {
-    let _: NoParams = call.params()?;
+pub async fn list(app: Arc<App>, _: NoParams) -> Result<ToolList, RpcError> {
     let rows = app
         .router
         .describe()
         .iter()
         .map(|e| descriptor(e))
         .collect();
-    reply(&ToolList(rows))
+    Ok(ToolList(rows))
 }
 
-pub async fn describe(app: Arc<App>, call: Call) -> Outcome {
-    let _: NoParams = call.params()?;
+pub async fn describe(app: Arc<App>, _: NoParams) -> Result<PluginToolsDescribeResult, RpcError> {
     let tools = app
         .router
         .describe()
         .iter()
         .map(|e| registered(e))
         .collect();
-    reply(&PluginToolsDescribeResult { tools })
+    Ok(PluginToolsDescribeResult { tools })
 }
 
 static CALLS: AtomicU64 = AtomicU64::new(1);
 
-pub async fn invoke(app: Arc<App>, call: Call) -> Outcome {
-    let p: ToolInvokeParams = call.params()?;
+pub async fn invoke(app: Arc<App>, p: ToolInvokeParams) -> Result<ToolResult, RpcError> {
     if let Some(entry) = app.router.get(&p.name)
         && entry.require_consent
         && !p.consent_granted
@@ -133,6 +130,5 @@ pub async fn invoke(app: Arc<App>, call: Call) -> Outcome {
         host: Some(app.reverse.clone()),
         host_context: serde_json::Map::new(),
     };
-    let result = app.router.dispatch(&p.name, p.arguments, ctx).await;
-    reply(&result)
+    Ok(app.router.dispatch(&p.name, p.arguments, ctx).await)
 }

@@ -8,8 +8,7 @@ use crate::app::App;
 use crate::protocol::session::{
     TraceEvent, TraceFetchParams, TraceFetchResult, TraceHeader, TraceSpan,
 };
-use crate::rpc::dispatch::Call;
-use crate::rpc::error::{ErrorKind, Outcome, RpcError, reply};
+use crate::rpc::error::{ErrorKind, RpcError};
 use crate::rpc::methods::sessions::with_store;
 
 impl From<Header> for TraceHeader {
@@ -74,10 +73,9 @@ impl From<TraceData> for TraceFetchResult {
     }
 }
 
-pub async fn fetch(app: Arc<App>, call: Call) -> Outcome {
-    let p: TraceFetchParams = call.params()?;
+pub async fn fetch(app: Arc<App>, p: TraceFetchParams) -> Result<TraceFetchResult, RpcError> {
     if let Some(d) = app.agent.traces.fetch(&p.trace_id) {
-        return reply(&TraceFetchResult::from(d));
+        return Ok(TraceFetchResult::from(d));
     }
     let id = p.trace_id.clone();
     let stored = with_store(&app, move |st| st.get_trace(&id)).await?;
@@ -94,7 +92,7 @@ pub async fn fetch(app: Arc<App>, call: Call) -> Outcome {
         }
     });
     match found {
-        Some(d) => reply(&TraceFetchResult::from(d)),
+        Some(d) => Ok(TraceFetchResult::from(d)),
         None => Err(RpcError::new(
             ErrorKind::NotFound,
             format!(

@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use crate::app::App;
 use crate::protocol::tools::{ApplyEditsParams, ApplyEditsResult, EditMatch, EditMatchLevel};
-use crate::rpc::dispatch::Call;
-use crate::rpc::error::{ErrorKind, Outcome, RpcError, reply};
+use crate::rpc::error::RpcError;
 use crate::tools::fs::edit::{Edit, EditOutcome, Level, apply_edits as apply};
 
 fn result(o: EditOutcome) -> ApplyEditsResult {
@@ -30,8 +29,7 @@ fn result(o: EditOutcome) -> ApplyEditsResult {
     }
 }
 
-pub async fn apply_edits(_app: Arc<App>, call: Call) -> Outcome {
-    let p: ApplyEditsParams = call.params()?;
+pub async fn apply_edits(_: Arc<App>, p: ApplyEditsParams) -> Result<ApplyEditsResult, RpcError> {
     let path = p.file_path.unwrap_or_else(|| "file".to_string());
     let edits: Vec<Edit> = p
         .edits
@@ -45,16 +43,6 @@ pub async fn apply_edits(_app: Arc<App>, call: Call) -> Outcome {
     // Matching and diffing a large buffer is CPU work: keep it off the async workers.
     let outcome = tokio::task::spawn_blocking(move || apply(&content, &edits, &path, replace_all))
         .await
-        .map_err(|e| RpcError::internal(format!("apply_edits failed: {e}")))?;
-    match outcome {
-        Ok(o) => reply(&result(o)),
-        Err(e) => {
-            let mut err =
-                RpcError::new(ErrorKind::EditFailed, e.message).with("code", e.code.as_str());
-            if let Some(i) = e.edit {
-                err = err.with("edit", i);
-            }
-            Err(err)
-        }
-    }
+        .map_err(|e| RpcError::internal(format!("apply_edits failed: {e}")))??;
+    Ok(result(outcome))
 }
