@@ -76,6 +76,7 @@ fn main() {
         layers,
         tmp_dir: None,
         parent: std::process::id() as i32,
+        max_processes: None,
     };
     let through = |layers: Layers| {
         let json = serde_json::to_string(&spec(layers)).expect("spec");

@@ -1087,6 +1087,21 @@ export type PresetsResolveResult = {
 };
 
 /**
+ * `sandbox.describe` `processLimit`: how a command's process count is bounded.
+ */
+export type ProcessLimitDescription = {
+  /**
+   * `sandbox_max_processes`: processes and threads at once, the launcher's included.
+   */
+  max: number;
+  /**
+   * `cgroup_v2` or `cgroup_v1` (a per-command pids cgroup, `pids.max`), `rlimit`
+   * (`RLIMIT_NPROC` in the command's user namespace) or `none`.
+   */
+  mechanism: string;
+};
+
+/**
  * The provider chunk as `streamRawChunks` forwards it.
  */
 export type RawChunkFrame = {
@@ -1231,6 +1246,10 @@ export type SandboxDescription = {
    * Empty when `enforcement` is `full`.
    */
   missing: string[];
+  /**
+   * How `sandbox_max_processes` is enforced for each command.
+   */
+  processLimit: ProcessLimitDescription;
 };
 
 /**

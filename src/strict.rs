@@ -8,6 +8,45 @@
 
 use serde::Deserialize;
 use serde::de::{self, DeserializeOwned, Visitor};
+
+/// A value a caller sent that does not fit; the message names the field and the fix. The
+/// one error type for input validation across modules (params, messages, tool arguments),
+/// mapped to `invalid_params` at the wire and shown to the model as a recoverable failure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+/// Reads as the message (tests and callers match on its text).
+impl std::ops::Deref for Invalid {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<&str> for Invalid {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl From<String> for Invalid {
+    fn from(s: String) -> Self {
+        Invalid(s)
+    }
+}
+
+impl From<&str> for Invalid {
+    fn from(s: &str) -> Self {
+        Invalid(s.to_string())
+    }
+}
+
+impl From<Invalid> for String {
+    fn from(e: Invalid) -> Self {
+        e.0
+    }
+}
 use serde_json::Value;
 use serde_path_to_error::Segment;
 
@@ -44,13 +83,13 @@ const HINTS: &[(&str, &str)] = &[
 pub struct NoParams {}
 
 /// Decodes `v` into `T`, with every failure worded as described in the module docs.
-pub fn decode<T: DeserializeOwned>(v: &Value) -> Result<T, String> {
+pub fn decode<T: DeserializeOwned>(v: &Value) -> Result<T, Invalid> {
     decode_at(v, "")
 }
 
 /// As `decode`, with `prefix` (e.g. `messages[2]`) in front of every path in the message.
-pub fn decode_at<T: DeserializeOwned>(v: &Value, prefix: &str) -> Result<T, String> {
-    serde_path_to_error::deserialize(v).map_err(|e| describe(&e, v, prefix))
+pub fn decode_at<T: DeserializeOwned>(v: &Value, prefix: &str) -> Result<T, Invalid> {
+    serde_path_to_error::deserialize(v).map_err(|e| describe(&e, v, prefix)).map_err(Invalid::from)
 }
 
 /// The field names (aliases included) a derived `Deserialize` struct accepts. For a type
@@ -307,7 +346,7 @@ mod tests {
     }
 
     fn err(v: Value) -> String {
-        decode::<P>(&v).unwrap_err()
+        decode::<P>(&v).unwrap_err().0
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! by (the tool's mode, or for `bash` the command's program names), the host's answer
 //! parsing (fail closed) and the per-session rules. `*_always` rules live in the store.
 
+use crate::strict::Invalid;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -121,7 +122,7 @@ pub struct Answer {
 
 /// Parses `{kind, reason?, amendment?}` (`decision` is accepted for `kind`). Anything else
 /// is malformed, which the caller turns into `deny_once` (fail closed).
-pub fn parse_answer(v: &Value) -> Result<Answer, String> {
+pub fn parse_answer(v: &Value) -> Result<Answer, Invalid> {
     let Value::Object(o) = v else {
         return Err("the answer is not an object {kind, reason?, amendment?}".into());
     };
@@ -145,9 +146,9 @@ pub fn parse_answer(v: &Value) -> Result<Answer, String> {
         None | Some(Value::Null) => None,
         Some(Value::Object(m)) if decision.allows() => Some(m.clone()),
         Some(Value::Object(_)) => {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "an amendment only goes with an allow decision, not '{kind}'"
-            ));
+            )));
         }
         Some(_) => return Err("`amendment` must be an object of replacement arguments".into()),
     };
@@ -548,11 +549,11 @@ impl Turn {
     fn validate_amendment(&self, name: &str, args: &Map<String, Value>) -> Result<(), String> {
         match &self.p.host_tools {
             Some(h) if !LOCAL_TOOLS.contains(&name) => match h.get(name) {
-                Some(t) => t.validate(args),
+                Some(t) => t.validate(args).map_err(String::from),
                 None => Err(format!("unknown tool '{name}'")),
             },
             _ => match self.agent.router.get(name) {
-                Some(e) => e.validate(args),
+                Some(e) => e.validate(args).map_err(String::from),
                 None => Err(format!("unknown tool '{name}'")),
             },
         }

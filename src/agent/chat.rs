@@ -162,7 +162,7 @@ pub async fn prepare(
     agent
         .streams
         .insert(handle.clone())
-        .map_err(AgentError::InvalidParams)?;
+        .map_err(|e| AgentError::InvalidParams(e.0))?;
     let (record_id, start, seed_count) = match starting_transcript(agent, &mut p, method).await {
         Ok(v) => v,
         Err(e) => {

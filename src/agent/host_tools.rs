@@ -4,6 +4,7 @@
 //! the host does (an error, -32601, a malformed result, no answer in time), the model gets a
 //! failed result naming it, with `needsFollowup: true`, and the breaker counts it.
 
+use crate::strict::Invalid;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -35,7 +36,7 @@ impl HostTool {
     }
 
     /// Checks arguments against the host's schema.
-    pub fn validate(&self, args: &Map<String, Value>) -> Result<(), String> {
+    pub fn validate(&self, args: &Map<String, Value>) -> Result<(), Invalid> {
         let Some(v) = &self.validator else {
             return Ok(());
         };
@@ -58,68 +59,68 @@ impl HostTools {
 /// Validates `tools` (OpenAI descriptors `{type: "function", function: {name, description?,
 /// parameters?}, mode?}`, or the flat `{name, description?, parameters?, mode?}`).
 /// `reserved` names run locally and cannot be taken by the host.
-pub fn parse(v: &Value, reserved: &[&str]) -> Result<HostTools, String> {
+pub fn parse(v: &Value, reserved: &[&str]) -> Result<HostTools, Invalid> {
     let Value::Array(items) = v else {
         return Err("tools must be a list of OpenAI function descriptors".into());
     };
     if items.len() > MAX_HOST_TOOLS {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "tools holds {} descriptors; at most {MAX_HOST_TOOLS} are accepted",
             items.len()
-        ));
+        )));
     }
     let mut seen = HashSet::new();
     let mut tools = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let Value::Object(outer) = item else {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "tools[{i}] must be an object {{type: \"function\", function: {{name, description, parameters}}}}"
-            ));
+            )));
         };
         let f = match outer.get("function") {
             Some(Value::Object(f)) => f,
-            Some(_) => return Err(format!("tools[{i}].function must be an object")),
+            Some(_) => return Err(Invalid::from(format!("tools[{i}].function must be an object"))),
             None => outer,
         };
         if let Some(t) = outer.get("type").and_then(Value::as_str)
             && t != "function"
         {
-            return Err(format!("tools[{i}].type must be \"function\", got \"{t}\""));
+            return Err(Invalid::from(format!("tools[{i}].type must be \"function\", got \"{t}\"")));
         }
         let name = f
             .get("name")
             .and_then(Value::as_str)
             .ok_or_else(|| format!("tools[{i}] has no function.name"))?;
         if !valid_tool_name(name) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "tools[{i}].function.name '{name}' is invalid: use 1-64 characters from [A-Za-z0-9_-]"
-            ));
+            )));
         }
         if reserved.contains(&name) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "tools[{i}].function.name '{name}' is reserved: the sidecar runs {name} itself; rename the host tool"
-            ));
+            )));
         }
         if !seen.insert(name.to_string()) {
-            return Err(format!("tools[{i}].function.name '{name}' is listed twice"));
+            return Err(Invalid::from(format!("tools[{i}].function.name '{name}' is listed twice")));
         }
         let description = match f.get("description") {
             None | Some(Value::Null) => String::new(),
             Some(Value::String(s)) if s.chars().count() <= MAX_DESCRIPTION_CHARS => s.clone(),
             Some(Value::String(_)) => {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "tools[{i}].function.description is longer than {MAX_DESCRIPTION_CHARS} characters"
-                ));
+                )));
             }
-            Some(_) => return Err(format!("tools[{i}].function.description must be a string")),
+            Some(_) => return Err(Invalid::from(format!("tools[{i}].function.description must be a string"))),
         };
         let parameters = match f.get("parameters") {
             None | Some(Value::Null) => json!({"type": "object", "properties": {}}),
             Some(p @ Value::Object(_)) => p.clone(),
             Some(_) => {
-                return Err(format!(
+                return Err(Invalid::from(format!(
                     "tools[{i}].function.parameters must be a JSON Schema object"
-                ));
+                )));
             }
         };
         let mode = match outer.get("mode").or_else(|| f.get("mode")) {
@@ -129,7 +130,7 @@ pub fn parse(v: &Value, reserved: &[&str]) -> Result<HostTools, String> {
                     "tools[{i}].mode must be one of read, safe_write, destructive, local, external; got '{m}'"
                 )
             })?,
-            Some(_) => return Err(format!("tools[{i}].mode must be a string")),
+            Some(_) => return Err(Invalid::from(format!("tools[{i}].mode must be a string"))),
         };
         let validator = match jsonschema::validator_for(&parameters) {
             Ok(v) => Some(v),

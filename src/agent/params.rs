@@ -2,7 +2,7 @@
 //! order (§1.8), all before any provider request. Every failure is an `invalid_params`
 //! message naming the field and the fix.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -307,15 +307,22 @@ pub fn cap_system_prompt(s: &str) -> String {
 
 /// Validates `agent.chat.stream` (or `.fork`) params in the reference's order: params object
 /// → provider construction → messages → resume → systemPrompt → contentMode.
+/// `configured_root` is config `workspace_root`, the workspace when `cwd` is not given.
 pub fn parse(
     v: &Value,
     settings: LlmSettings,
     method: Method,
+    configured_root: Option<&Path>,
 ) -> Result<ChatParams, super::AgentError> {
-    checked(v, settings, method).map_err(super::AgentError::InvalidParams)
+    checked(v, settings, method, configured_root).map_err(super::AgentError::InvalidParams)
 }
 
-fn checked(v: &Value, settings: LlmSettings, method: Method) -> Result<ChatParams, String> {
+fn checked(
+    v: &Value,
+    settings: LlmSettings,
+    method: Method,
+    configured_root: Option<&Path>,
+) -> Result<ChatParams, String> {
     let Value::Object(obj) = v else {
         return Err("params must be an object".into());
     };
@@ -469,15 +476,12 @@ fn checked(v: &Value, settings: LlmSettings, method: Method) -> Result<ChatParam
     let tool_timeout = timeout_ms("toolTimeoutMs", raw.tool_timeout_ms)?
         .unwrap_or(Duration::from_millis(DEFAULT_TOOL_TIMEOUT_MS));
     let soft_timeout = timeout_ms("softTimeoutMs", raw.soft_timeout_ms)?;
-    let cwd = match raw.cwd {
-        Some(c) if !c.is_absolute() => {
-            return Err(format!("cwd must be an absolute path, got {}", c.display()));
-        }
-        Some(c) if !c.is_dir() => return Err(format!("cwd {} is not a directory", c.display())),
-        Some(c) => c,
-        None => std::env::current_dir()
-            .map_err(|e| format!("cannot read the process's working directory ({e}); pass cwd"))?,
-    };
+    let cwd = crate::tools::fs::root::resolve(
+        raw.cwd.as_deref(),
+        crate::tools::fs::root::CHAT_CWD,
+        configured_root,
+    )
+    .map_err(|e| e.to_string())?;
     let via_host = raw.tools_via_host.unwrap_or(false);
     let host_tools = match (&raw.tools, via_host) {
         (Some(t), false) if t.as_array().is_none_or(|a| !a.is_empty()) => {
@@ -565,7 +569,7 @@ mod tests {
     use serde_json::json;
 
     fn p(v: Value) -> Result<ChatParams, String> {
-        checked(&v, LlmSettings::default(), Method::Stream)
+        checked(&v, LlmSettings::default(), Method::Stream, None)
     }
 
     fn scripted(extra: Value) -> Value {

@@ -1,6 +1,7 @@
 //! The registry of live turns: stream id → cancel token, steer inbox and the manual-compact
 //! flag. `agent.chat.cancel` / `steer` / `compact` reach a running loop only through this.
 
+use crate::strict::Invalid;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -99,19 +100,19 @@ impl Streams {
 
     /// Registers a turn; refused (naming why) when the stream id is live or another live
     /// turn appends to the same record (two writers would interleave one transcript).
-    pub fn insert(&self, h: Arc<StreamHandle>) -> Result<(), String> {
+    pub fn insert(&self, h: Arc<StreamHandle>) -> Result<(), Invalid> {
         let mut m = self.lock();
         if m.contains_key(&h.stream_id) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "streamId {} is already streaming; omit streamId for a fresh one",
                 h.stream_id
-            ));
+            )));
         }
         if let Some(other) = m.values().find(|o| o.record_id == h.record_id) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "record {} already has a running turn ({}); cancel it or wait for its stream.done",
                 h.record_id, other.stream_id
-            ));
+            )));
         }
         m.insert(h.stream_id.clone(), h);
         Ok(())

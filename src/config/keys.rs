@@ -222,6 +222,12 @@ pub static KEYS: &[KeySpec] = &[
         doc: "provider request attempts in all, the first included",
     },
     KeySpec {
+        name: "workspace_root",
+        kind: Kind::OptPath,
+        default: || Value::Null,
+        doc: "workspace of a call that names none (tool.invoke context.cwd, chat cwd); never /",
+    },
+    KeySpec {
         name: "readable_roots",
         kind: Kind::PathList,
         default: || json!([]),
@@ -236,8 +242,8 @@ pub static KEYS: &[KeySpec] = &[
     KeySpec {
         name: "blocked_paths",
         kind: Kind::PathList,
-        default: || json!(["~/.ssh", "~/.aws", "~/.gnupg", "$OUTRIGGER_HOME/secrets"]),
-        doc: "paths file tools refuse everywhere; `~/` and `$OUTRIGGER_HOME` expand",
+        default: || json!([]),
+        doc: "paths file tools refuse and sandboxed commands cannot read, besides the built-in credential list; `~/` and `$OUTRIGGER_HOME` expand",
     },
     KeySpec {
         name: "max_output_chars",
@@ -308,13 +314,31 @@ pub static KEYS: &[KeySpec] = &[
         doc: "directories sandboxed commands may write besides the workspace and their temp dir",
     },
     KeySpec {
+        name: "sandbox_max_processes",
+        kind: Kind::Int {
+            min: 8,
+            max: MAX_PROCESSES_CEILING,
+        },
+        default: || json!(256),
+        doc: "processes (and threads) one bash command or plugin call may have at once, launcher included",
+    },
+    KeySpec {
         name: "bash_timeout_ms",
         kind: Kind::Int {
             min: 1000,
-            max: 600_000,
+            max: BASH_TIMEOUT_CEILING_MS,
         },
         default: || json!(120_000),
-        doc: "bash timeout when a call gives none (a call may ask for up to 600000)",
+        doc: "bash timeout when a call gives none (capped by bash_max_timeout_ms)",
+    },
+    KeySpec {
+        name: "bash_max_timeout_ms",
+        kind: Kind::Int {
+            min: 1000,
+            max: BASH_TIMEOUT_CEILING_MS,
+        },
+        default: || json!(600_000),
+        doc: "the longest timeoutMs a bash call may ask for; a longer one is clamped to it",
     },
     KeySpec {
         name: "bash_max_output_bytes",
@@ -334,15 +358,55 @@ pub static KEYS: &[KeySpec] = &[
     KeySpec {
         name: "bash_env_deny",
         kind: Kind::PathList,
-        default: || json!(["*_API_KEY", "*_TOKEN", "*_SECRET", "OUTRIGGER_*"]),
-        doc: "environment variable name patterns (`*` wildcard) removed from bash's environment",
+        default: || json!([]),
+        doc: "environment variable name patterns (`*` wildcard, any case) removed from the environment of bash and plugin executables, besides the built-in secret patterns",
+    },
+    KeySpec {
+        name: "bash_env_inherit",
+        kind: Kind::Choice(crate::sandbox::secrets::EnvInherit::CHOICES),
+        default: || json!("all"),
+        doc: "which of the sidecar's environment variables bash and plugin executables start from: all, core (PATH, HOME, USER, SHELL, LANG, LC_*, TERM, TMPDIR, TZ) or none",
     },
     KeySpec {
         name: "bash_env_allow",
         kind: Kind::PathList,
         default: || json!([]),
-        doc: "environment variable name patterns kept even when bash_env_deny matches",
+        doc: "environment variable name patterns kept whatever bash_env_inherit, bash_env_deny and the built-in secret patterns say",
     },
+];
+
+/// Ceiling of `sandbox_max_processes`.
+pub const MAX_PROCESSES_CEILING: i64 = 4096;
+/// Ceiling of `bash_timeout_ms` and `bash_max_timeout_ms` (a day).
+pub const BASH_TIMEOUT_CEILING_MS: i64 = 86_400_000;
+/// Credential locations always refused by the file tools and hidden from sandboxed commands;
+/// `blocked_paths` adds to them.
+pub const BUILTIN_BLOCKED_PATHS: &[&str] = &[
+    "~/.git-credentials",
+    "~/.netrc",
+    "~/.docker/config.json",
+    "~/.kube/config",
+    "~/.config/gh/hosts.yml",
+    "~/.ssh",
+    "~/.aws",
+    "~/.gnupg",
+    "~/.npmrc",
+    "~/.pypirc",
+    "~/.cargo/credentials",
+    "~/.cargo/credentials.toml",
+    "~/.config/gcloud",
+    "~/.azure",
+    "~/.mozilla",
+    "~/.config/google-chrome",
+    "~/.config/chromium",
+    "~/.config/BraveSoftware",
+    "~/.config/microsoft-edge",
+    "~/.password-store",
+    "~/.local/share/keyrings",
+    "~/.pgpass",
+    "~/.vault-token",
+    "$OUTRIGGER_HOME/secrets",
+    "$OUTRIGGER_HOME/credentials",
 ];
 
 /// Ceiling of `max_output_chars`.

@@ -356,9 +356,20 @@ impl Config {
                 .as_u64()
                 .and_then(|n| u32::try_from(n).ok())
                 .unwrap_or(3),
+            workspace_root: expand_paths(&Value::Array(vec![get("workspace_root")]), &self.home)
+                .pop(),
             readable_roots: expand_paths(&get("readable_roots"), &self.home),
             writable_roots: expand_paths(&get("writable_roots"), &self.home),
-            blocked_paths: expand_paths(&get("blocked_paths"), &self.home),
+            blocked_paths: {
+                let mut b =
+                    expand_paths(&serde_json::json!(keys::BUILTIN_BLOCKED_PATHS), &self.home);
+                for p in expand_paths(&get("blocked_paths"), &self.home) {
+                    if !b.contains(&p) {
+                        b.push(p);
+                    }
+                }
+                b
+            },
             max_output_chars: get("max_output_chars")
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
@@ -377,13 +388,22 @@ impl Config {
             }),
             approval_timeout_ms: get("approval_timeout_ms").as_u64().unwrap_or(300_000),
             sandbox_writable_roots: expand_paths(&get("sandbox_writable_roots"), &self.home),
+            sandbox_max_processes: get("sandbox_max_processes")
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(256),
             bash_timeout_ms: get("bash_timeout_ms").as_u64().unwrap_or(120_000),
+            bash_max_timeout_ms: get("bash_max_timeout_ms").as_u64().unwrap_or(600_000),
             bash_max_output_bytes: get("bash_max_output_bytes")
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
                 .unwrap_or(12_288),
             bash_raw_output: get("bash_raw_output").as_bool().unwrap_or(false),
             bash_env_deny: string_list(&get("bash_env_deny")),
+            bash_env_inherit: get("bash_env_inherit")
+                .as_str()
+                .and_then(crate::sandbox::secrets::EnvInherit::parse)
+                .unwrap_or_default(),
             bash_env_allow: string_list(&get("bash_env_allow")),
         }
     }
@@ -440,6 +460,8 @@ pub struct Settings {
     pub llm_retry_base: Duration,
     pub llm_retry_max: Duration,
     pub llm_max_attempts: u32,
+    /// `workspace_root`: the workspace of a call that names none (`tools::fs::root`).
+    pub workspace_root: Option<PathBuf>,
     /// File-tool roots beyond the workspace (`~/` and `$OUTRIGGER_HOME` expanded).
     pub readable_roots: Vec<PathBuf>,
     pub writable_roots: Vec<PathBuf>,
@@ -458,11 +480,17 @@ pub struct Settings {
     /// The managed config pins `approval_mode = host`: a turn cannot ask for `auto`.
     pub approval_pinned: bool,
     pub approval_timeout_ms: u64,
+    /// Processes one command may have at once (cgroup `pids.max` or `RLIMIT_NPROC`).
+    pub sandbox_max_processes: u32,
     pub bash_timeout_ms: u64,
+    /// The ceiling of a call's `timeoutMs` (and of the default).
+    pub bash_max_timeout_ms: u64,
     pub bash_max_output_bytes: usize,
     pub bash_raw_output: bool,
+    /// Patterns removed besides `sandbox::secrets::SECRET_ENV_PATTERNS`.
     pub bash_env_deny: Vec<String>,
     pub bash_env_allow: Vec<String>,
+    pub bash_env_inherit: crate::sandbox::secrets::EnvInherit,
 }
 
 /// A milliseconds key as a `Duration`.

@@ -4,6 +4,7 @@
 //! pricing per model. Live `models.list` results overlay it, so a gateway's advertised
 //! windows win.
 
+use crate::strict::Invalid;
 use std::collections::HashMap;
 use std::sync::{OnceLock, RwLock};
 
@@ -298,9 +299,9 @@ pub fn resolve(model: &str, base_url: Option<&str>) -> ModelInfo {
 
 /// Checks an explicit `reasoningEffort` against what the model accepts; the error names the
 /// accepted levels (or says the model has no such knob).
-pub fn check_reasoning_effort(info: &ModelInfo, effort: &str) -> Result<(), String> {
+pub fn check_reasoning_effort(info: &ModelInfo, effort: &str) -> Result<(), Invalid> {
     if info.reasoning_levels.is_empty() {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "model '{}' has no reasoningEffort setting{}; remove reasoningEffort",
             info.id,
             if info.known {
@@ -308,16 +309,16 @@ pub fn check_reasoning_effort(info: &ModelInfo, effort: &str) -> Result<(), Stri
             } else {
                 " (it is not in the model catalog)"
             }
-        ));
+        )));
     }
     if info.reasoning_levels.contains(&effort) {
         Ok(())
     } else {
-        Err(format!(
+        Err(Invalid::from(format!(
             "reasoningEffort '{effort}' is not supported by model '{}'; use one of: {}",
             info.id,
             info.reasoning_levels.join(", ")
-        ))
+        )))
     }
 }
 

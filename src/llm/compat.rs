@@ -3,6 +3,7 @@
 //!
 //! Flags gate only what the provider adds itself; a host's `providerOptions` always win.
 
+use crate::strict::Invalid;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -86,15 +87,15 @@ pub struct CompatOverrides {
 
 impl CompatOverrides {
     /// Parses the `compat` param; the error names the offending key and the valid ones.
-    pub fn from_value(v: &Value) -> Result<CompatOverrides, String> {
+    pub fn from_value(v: &Value) -> Result<CompatOverrides, Invalid> {
         if !v.is_object() {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "compat must be an object of flags, got {v}; see compat.describe"
-            ));
+            )));
         }
         CompatOverrides::deserialize(v).map_err(|e| {
             format!("invalid compat flags: {e}; compat.describe lists the keys and their types")
-        })
+        }).map_err(Invalid::from)
     }
 
     fn apply(self, f: &mut CompatFlags) {

@@ -19,6 +19,7 @@ pub mod scripted;
 pub mod sse;
 pub mod types;
 
+use crate::strict::Invalid;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -150,7 +151,7 @@ pub fn build_provider(
     settings: LlmSettings,
     defaults: Option<SamplingDefaults>,
 ) -> Result<Arc<dyn Provider>, LlmError> {
-    let config = |message: String| LlmError::Config { message };
+    let config = |message: Invalid| LlmError::Config { message: message.0 };
     let overrides = match &p.compat {
         None | Some(Value::Null) => None,
         Some(v) => Some(CompatOverrides::from_value(v).map_err(config)?),
@@ -170,9 +171,9 @@ pub fn build_provider(
         return Ok(Arc::new(s));
     }
     if !OPENAI_NAMES.contains(&name) {
-        return Err(config(format!(
+        return Err(config(Invalid(format!(
             "unknown provider '{name}'; use one of openai_compat, openai, openai-compatible, ollama, scripted"
-        )));
+        ))));
     }
     if p.model.trim().is_empty() {
         return Err(config("model is required (e.g. \"gpt-4o-mini\")".into()));
@@ -193,9 +194,9 @@ pub fn build_provider(
         .trim_end_matches('/')
         .to_string();
     if !(base.starts_with("http://") || base.starts_with("https://")) {
-        return Err(config(format!(
+        return Err(config(Invalid(format!(
             "baseUrl '{base}' must start with http:// or https:// (e.g. https://api.openai.com/v1)"
-        )));
+        ))));
     }
     if name == "ollama" && !base.ends_with("/v1") {
         base.push_str("/v1");
@@ -218,14 +219,14 @@ pub fn build_provider(
 }
 
 /// Parses `messages` (§1.8); the error names the index and the problem.
-pub fn parse_messages(v: &Value) -> Result<Vec<Message>, String> {
+pub fn parse_messages(v: &Value) -> Result<Vec<Message>, Invalid> {
     let Value::Array(items) = v else {
         return Err("messages must be a list of {role, content} objects".into());
     };
     items
         .iter()
         .enumerate()
-        .map(|(i, m)| parse_message(i, m))
+        .map(|(i, m)| parse_message(i, m).map_err(Invalid))
         .collect()
 }
 

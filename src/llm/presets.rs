@@ -2,6 +2,7 @@
 //! prefix) table that fills request fields the caller left unset. Explicit request fields
 //! always win, and compat flags still gate what may be sent at all.
 
+use crate::strict::Invalid;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -162,7 +163,7 @@ pub enum PresetMode {
 }
 
 impl PresetMode {
-    pub fn parse(v: Option<&Value>) -> Result<PresetMode, String> {
+    pub fn parse(v: Option<&Value>) -> Result<PresetMode, Invalid> {
         let Some(v) = v.filter(|v| !v.is_null()) else {
             return Ok(PresetMode::Auto);
         };
@@ -170,9 +171,9 @@ impl PresetMode {
             return Err("presets must be an object: {enabled: bool} or {override: {...}}".into());
         };
         if let Some(k) = obj.keys().find(|k| *k != "enabled" && *k != "override") {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "unknown presets key '{k}'; use enabled or override"
-            ));
+            )));
         }
         if let Some(o) = obj.get("override") {
             return serde_json::from_value::<Preset>(o.clone())
@@ -181,12 +182,12 @@ impl PresetMode {
                     format!(
                         "presets.override: {e}; keys are temperature, topP, maxTokens, reasoningEffort, extraBody"
                     )
-                });
+                }).map_err(Invalid::from);
         }
         match obj.get("enabled") {
             None | Some(Value::Bool(true)) => Ok(PresetMode::Auto),
             Some(Value::Bool(false)) => Ok(PresetMode::Off),
-            Some(other) => Err(format!("presets.enabled must be a boolean, got {other}")),
+            Some(other) => Err(Invalid::from(format!("presets.enabled must be a boolean, got {other}"))),
         }
     }
 

@@ -2,6 +2,7 @@
 //! model request, with no network. Hosts test their UI against it; the format is documented
 //! in docs/scripted-provider.md.
 
+use crate::strict::Invalid;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -204,7 +205,7 @@ impl ScriptedProvider {
     }
 
     /// The inline `script` param: a list of turns.
-    pub fn from_value(v: &Value) -> Result<ScriptedProvider, String> {
+    pub fn from_value(v: &Value) -> Result<ScriptedProvider, Invalid> {
         let Value::Array(items) = v else {
             return Err("script must be a list of turns; see docs/scripted-provider.md".into());
         };
@@ -219,7 +220,7 @@ impl ScriptedProvider {
     }
 
     /// `scriptPath`: JSON Lines, one turn per line; blank lines and `#` lines are skipped.
-    pub fn from_jsonl(path: &Path) -> Result<ScriptedProvider, String> {
+    pub fn from_jsonl(path: &Path) -> Result<ScriptedProvider, Invalid> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read scriptPath {}: {e}", path.display()))?;
         let mut turns = Vec::new();

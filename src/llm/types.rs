@@ -1,5 +1,6 @@
 //! What goes into a provider (`LlmRequest`) and what comes out (`LlmEvent`, `LlmError`).
 
+use crate::strict::Invalid;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -17,15 +18,15 @@ pub enum Role {
 }
 
 impl Role {
-    pub fn parse(s: &str) -> Result<Role, String> {
+    pub fn parse(s: &str) -> Result<Role, Invalid> {
         match s {
             "system" => Ok(Role::System),
             "user" => Ok(Role::User),
             "assistant" => Ok(Role::Assistant),
             "tool" => Ok(Role::Tool),
-            other => Err(format!(
+            other => Err(Invalid::from(format!(
                 "invalid role: '{other}'; use system, user, assistant or tool"
-            )),
+            ))),
         }
     }
 

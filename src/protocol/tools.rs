@@ -316,6 +316,20 @@ pub struct SandboxDescription {
     pub enforcement: String,
     /// Empty when `enforcement` is `full`.
     pub missing: Vec<String>,
+    /// How `sandbox_max_processes` is enforced for each command.
+    #[serde(rename = "processLimit")]
+    pub process_limit: ProcessLimitDescription,
+}
+
+/// `sandbox.describe` `processLimit`: how a command's process count is bounded.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessLimitDescription {
+    /// `cgroup_v2` or `cgroup_v1` (a per-command pids cgroup, `pids.max`), `rlimit`
+    /// (`RLIMIT_NPROC` in the command's user namespace) or `none`.
+    pub mechanism: String,
+    /// `sandbox_max_processes`: processes and threads at once, the launcher's included.
+    pub max: u32,
 }
 
 /// One replacement of `workspace.apply_edits`.

@@ -189,6 +189,19 @@ async fn handle(app: &Arc<App>, incoming: Incoming, target: impl FnOnce(RawId) -
             Some(h) => run(app, &method, None, h, params, Replier::new(None)).await,
             None => tracing::debug!("ignoring notification for unknown method '{method}'"),
         },
+        Incoming::BadParams {
+            id,
+            method,
+            message,
+            field,
+        } => match (id, lookup(app, &method)) {
+            (Some(id), None) => {
+                Replier::new(Some(target(id))).send(&Err(RpcError::method_not_found(&method)))
+            }
+            (Some(id), Some(_)) => Replier::new(Some(target(id)))
+                .send(&Err(RpcError::invalid_params(message).with("field", field))),
+            (None, _) => tracing::debug!("dropping notification '{method}': {message}"),
+        },
         Incoming::Response { id, outcome } => {
             if !app.reverse.resolve(&id, outcome) {
                 tracing::debug!("dropping response for unknown reverse id '{id}'");

@@ -1,6 +1,7 @@
-//! The Landlock layer: read everywhere except hidden paths, write only beneath the writable
-//! roots and the private temp dir, TCP connect/bind denied when the network is off, and the
-//! abstract-unix-socket (network off) and signal scopes.
+//! The Landlock layer: read everywhere except hidden paths (but for the revealed paths inside
+//! them), write only beneath the writable roots and the private temp dir, TCP connect/bind
+//! denied when the network is off, and the abstract-unix-socket (network off) and signal
+//! scopes.
 //!
 //! Landlock only grants, so "everything but X" is built by granting each sibling on the way
 //! down to X instead of X's ancestors; symlinks are skipped (their targets carry their own
@@ -63,6 +64,13 @@ pub fn apply(policy: &Policy, tmp_dir: Option<&Path>) -> Result<(), String> {
     // Directory listings everywhere (names only); file contents and exec via the expansion.
     rules.push((PathBuf::from("/"), AccessFs::ReadDir.into()));
     grant(Path::new("/"), read, &hidden, &mut rules);
+    // Read-only exceptions inside hidden paths (this session's spill files, a plugin's dir).
+    for p in &policy.revealed_paths {
+        let c = canonical(p);
+        if c.exists() {
+            rules.push((c, read));
+        }
+    }
     for root in policy
         .writable_roots
         .iter()

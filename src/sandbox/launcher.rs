@@ -158,10 +158,13 @@ fn launch(spec: &LaunchSpec, argv: &[OsString]) -> Result<i32, String> {
             network: spec.policy.network || !layers.net_namespace,
             pid: pidns,
             protected: &spec.policy.protected_paths,
+            hidden: &spec.policy.hidden_paths,
+            revealed: &spec.policy.revealed_paths,
         })?;
         // Credentials changed: make sure the death signal survived.
         set_death_signal(death)?;
         check_parent(spec.parent)?;
+        limit_processes(spec.max_processes)?;
     }
     // In PID-namespace mode the init child restricts itself (after mounting its own /proc,
     // which Landlock would forbid); otherwise we do, before forking the command.
@@ -216,6 +219,27 @@ fn launch(spec: &LaunchSpec, argv: &[OsString]) -> Result<i32, String> {
             child => Ok(wait_for(child)),
         }
     }
+}
+
+/// `RLIMIT_NPROC` for the command's tree. Called inside the new user namespace, where the
+/// kernel counts the namespaced uid's processes only (just us so far), so the limit binds
+/// this command alone; set before it, it would count all of the user's processes.
+fn limit_processes(max: Option<u32>) -> Result<(), String> {
+    let Some(max) = max else {
+        return Ok(());
+    };
+    let lim = libc::rlimit {
+        rlim_cur: libc::rlim_t::from(max),
+        rlim_max: libc::rlim_t::from(max),
+    };
+    // SAFETY: a valid rlimit for the duration of the call.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &lim) } != 0 {
+        return Err(format!(
+            "setrlimit(RLIMIT_NPROC, {max}): {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 fn check_parent(expected: i32) -> Result<(), String> {
@@ -344,7 +368,8 @@ pub struct ProbeReport {
 }
 
 /// Diagnostic: layers the probe reports unavailable without trying them (comma-separated
-/// `landlock`, `namespaces`, `seccomp`), to rehearse a restricted host.
+/// `landlock`, `namespaces`, `seccomp`; `cgroup` is read by the sidecar's process-limit
+/// detection), to rehearse a restricted host.
 pub const DISABLE_ENV: &str = "OUTRIGGER_SANDBOX_DISABLE_LAYERS";
 
 fn run_probe() -> ProbeReport {
@@ -371,7 +396,7 @@ fn run_probe() -> ProbeReport {
         namespaces::enter(&namespaces::Request {
             network: false,
             pid: true,
-            protected: &[],
+            ..Default::default()
         })
     }) {
         Ok(()) => match namespaces::can_bind_read_only(&std::env::temp_dir()) {

@@ -6,11 +6,15 @@
 //! request against the config into a launch spec.
 
 pub mod capture;
+pub mod cgroup;
+pub mod gitconfig;
 pub mod landlock_layer;
 pub mod launcher;
 pub mod namespaces;
 pub mod policy;
+pub mod protect;
 pub mod seccomp_layer;
+pub mod secrets;
 pub mod spawn;
 
 use std::path::{Path, PathBuf};
@@ -124,7 +128,7 @@ pub fn assess(caps: &ProbeReport, enabled: bool, network: bool) -> Assessment {
     }
     if !caps.namespaces {
         missing.push(
-            "user namespaces are unavailable (protected paths such as .git stay writable)".into(),
+            "user namespaces are unavailable (existing protected paths such as .vscode stay writable; .git is only cleaned after each command; hidden directories can be listed)".into(),
         );
     }
     if caps.landlock_abi < 6 {
@@ -160,7 +164,41 @@ pub struct Prepared {
     /// `None` when the sandbox is disabled: the command runs directly (own group, death
     /// signal, no restrictions).
     pub launch: Option<LaunchSpec>,
+    /// The command's own pids cgroup (`sandbox_max_processes`), when cgroups are usable; the
+    /// spawned process joins it (see `spawn`), and dropping it kills what is left in it.
+    pub cgroup: Option<cgroup::CommandCgroup>,
+    /// Looks after the workspace's protected names once the command is gone (see
+    /// [`protect`]): finish it after the command's processes are dead (dropping it does the
+    /// same, logging what it removed).
+    pub guard: Option<protect::Guard>,
 }
+
+impl Prepared {
+    /// Lets the command read `paths` (read-only) although they lie inside hidden paths: this
+    /// session's spill files, a plugin's own directory. Paths that do not exist are skipped.
+    pub fn reveal(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
+        let Some(launch) = &mut self.launch else {
+            return;
+        };
+        for p in paths {
+            if let Ok(c) = p.canonicalize()
+                && !launch.policy.revealed_paths.contains(&c)
+            {
+                launch.policy.revealed_paths.push(c);
+            }
+        }
+    }
+}
+
+/// How `sandbox_max_processes` is enforced (the `processLimit` of `sandbox.describe`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessLimit {
+    pub mechanism: cgroup::Mechanism,
+    pub max: u32,
+}
+
+/// The pids cgroup found once per process, or why there is none.
+type CgroupBase = Result<cgroup::Base, Vec<String>>;
 
 /// The process-wide sandbox service.
 pub struct Sandbox {
@@ -168,6 +206,7 @@ pub struct Sandbox {
     hidden: Vec<PathBuf>,
     config: Box<dyn Fn() -> Option<Config> + Send + Sync>,
     caps: OnceCell<ProbeReport>,
+    cgroup: OnceCell<CgroupBase>,
 }
 
 static GLOBAL: OnceLock<Arc<Sandbox>> = OnceLock::new();
@@ -197,6 +236,7 @@ impl Sandbox {
             hidden,
             config: Box::new(config),
             caps: OnceCell::new(),
+            cgroup: OnceCell::new(),
         }
     }
 
@@ -220,6 +260,70 @@ impl Sandbox {
 
     fn config(&self) -> Option<Config> {
         (self.config)()
+    }
+
+    /// The pids cgroup commands' cgroups are created under, found once (and logged once).
+    async fn cgroup_base(&self) -> Option<&cgroup::Base> {
+        self.cgroup
+            .get_or_init(|| async {
+                let launcher = self.launcher.clone();
+                let found = tokio::task::spawn_blocking(move || detect_cgroup(launcher))
+                    .await
+                    .unwrap_or_else(|e| Err(vec![format!("cgroup: detection failed: {e}")]));
+                match &found {
+                    Ok(b) => tracing::info!(
+                        "process limits: {} under {}",
+                        b.mechanism().as_str(),
+                        b.dir().display()
+                    ),
+                    Err(errors) => {
+                        for e in errors {
+                            tracing::info!("process limits: no cgroup: {e}");
+                        }
+                    }
+                }
+                found
+            })
+            .await
+            .as_ref()
+            .ok()
+    }
+
+    /// How `sandbox_max_processes` holds for a command run now: a per-command cgroup where
+    /// one is usable, else `RLIMIT_NPROC` in the launcher's user namespace (when the sandbox
+    /// runs commands through it and the limit binds this uid), else nothing.
+    pub async fn process_limit(&self) -> ProcessLimit {
+        let settings = self.settings();
+        let max = settings.as_ref().map_or(256, |s| s.sandbox_max_processes);
+        let enabled = settings.as_ref().is_none_or(|s| s.sandbox_enabled);
+        let mechanism = match self.cgroup_base().await {
+            Some(b) => b.mechanism(),
+            None if enabled
+                && self.launcher.is_some()
+                && self.caps().await.namespaces
+                && cgroup::rlimit_binds() =>
+            {
+                cgroup::Mechanism::Rlimit
+            }
+            None => cgroup::Mechanism::None,
+        };
+        ProcessLimit { mechanism, max }
+    }
+
+    /// A fresh cgroup for one command, when cgroups are the mechanism. A failure is logged
+    /// and the command runs with the fallback (the rlimit, when it applies).
+    async fn command_cgroup(&self, max: u32) -> Option<cgroup::CommandCgroup> {
+        let base = self.cgroup_base().await?;
+        match base.create(max) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(
+                    "cannot create a command cgroup under {}: {e}",
+                    base.dir().display()
+                );
+                None
+            }
+        }
     }
 
     /// The live settings, or the built-in defaults when no config is attached.
@@ -308,16 +412,22 @@ impl Sandbox {
                 },
             });
         }
+        let limit = self.process_limit().await;
+        let cgroup = match limit.mechanism {
+            cgroup::Mechanism::CgroupV1 | cgroup::Mechanism::CgroupV2 => {
+                self.command_cgroup(limit.max).await
+            }
+            _ => None,
+        };
         if !enabled || self.launcher.is_none() {
             return Ok(Prepared {
                 marker: a.marker,
                 launch: None,
+                cgroup,
+                guard: None,
             });
         }
-        let mut hidden = self.hidden.clone();
-        if let Some(s) = &settings {
-            hidden.extend(s.blocked_paths.iter().cloned());
-        }
+        let hidden = self.hidden_paths(workspace, cfg.as_ref(), settings.as_ref());
         let policy = Policy::for_workspace(
             workspace,
             &roots,
@@ -327,6 +437,10 @@ impl Sandbox {
         );
         let mut layers = a.layers;
         layers.pid_namespace &= pid_namespace;
+        let guard = protect_guard(workspace, layers.namespaces, settings.as_ref()).await;
+        // Without a cgroup, the launcher limits the command in its user namespace.
+        let max_processes =
+            (cgroup.is_none() && layers.namespaces && cgroup::rlimit_binds()).then_some(limit.max);
         Ok(Prepared {
             marker: a.marker,
             launch: Some(LaunchSpec {
@@ -334,9 +448,82 @@ impl Sandbox {
                 layers,
                 tmp_dir: tmp_dir.map(Path::to_path_buf),
                 parent: std::process::id() as i32,
+                max_processes,
             }),
+            cgroup,
+            guard,
         })
     }
+}
+
+impl Sandbox {
+    /// What a command in `workspace` must not read: the credential paths the composition
+    /// root names, `blocked_paths` (which holds the built-in credential list), the whole
+    /// `$OUTRIGGER_HOME` and the store's files wherever `storage_path` puts them. A hidden
+    /// directory holding the workspace is narrowed to the entries around it.
+    fn hidden_paths(
+        &self,
+        workspace: &Path,
+        cfg: Option<&Config>,
+        settings: Option<&crate::config::Settings>,
+    ) -> Vec<PathBuf> {
+        let mut hidden = self.hidden.clone();
+        if let Some(c) = cfg {
+            hidden.push(c.home().to_path_buf());
+        }
+        if let Some(s) = settings {
+            hidden.extend(s.blocked_paths.iter().cloned());
+            let db = s.storage_path.as_os_str();
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut p = db.to_os_string();
+                p.push(suffix);
+                hidden.push(PathBuf::from(p));
+            }
+        }
+        secrets::hidden_for(workspace, &hidden)
+    }
+
+    /// `$OUTRIGGER_HOME`, when a config is attached.
+    pub fn home(&self) -> Option<PathBuf> {
+        self.config().map(|c| c.home().to_path_buf())
+    }
+}
+
+/// The guard of a command's protected names, set up off the async threads (without the
+/// read-only mounts it snapshots the repository's hooks and config first).
+async fn protect_guard(
+    workspace: &Path,
+    read_only: bool,
+    settings: Option<&crate::config::Settings>,
+) -> Option<protect::Guard> {
+    let ws = workspace.to_path_buf();
+    let max = settings.map_or(500_000, |s| s.max_walk_entries);
+    tokio::task::spawn_blocking(move || protect::Guard::before(&ws, read_only, max))
+        .await
+        .ok()
+}
+
+/// Finds the pids cgroup; the join is tried with a launcher process that exits at once.
+fn detect_cgroup(launcher: Option<PathBuf>) -> CgroupBase {
+    let join = |procs: &std::ffi::CStr| -> std::io::Result<()> {
+        use std::os::unix::process::CommandExt;
+        let Some(exe) = &launcher else {
+            return Ok(());
+        };
+        let procs = procs.to_owned();
+        let mut cmd = std::process::Command::new(exe);
+        // No spec: the launcher refuses and exits 125 without doing anything.
+        cmd.arg(launcher::SUBCOMMAND)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        // SAFETY: the hook only makes async-signal-safe calls (open, write, close).
+        unsafe {
+            cmd.pre_exec(move || cgroup::join_in_child(&procs));
+        }
+        cmd.status().map(|_| ())
+    };
+    cgroup::detect(Some(&join))
 }
 
 async fn probe(launcher: Option<&Path>) -> ProbeReport {

@@ -38,6 +38,10 @@ pub struct Policy {
     pub protected_paths: Vec<PathBuf>,
     /// Unreadable whatever the other fields say.
     pub hidden_paths: Vec<PathBuf>,
+    /// Readable (only) although inside a hidden path: the current session's spill files, a
+    /// plugin's own directory.
+    #[serde(default)]
+    pub revealed_paths: Vec<PathBuf>,
 }
 
 impl Policy {
@@ -52,14 +56,75 @@ impl Policy {
     ) -> Policy {
         let mut writable_roots = vec![workspace.to_path_buf()];
         writable_roots.extend(extra_roots.iter().filter(|p| p.is_absolute()).cloned());
+        let mut protected_paths: Vec<PathBuf> =
+            PROTECTED_NAMES.iter().map(|n| workspace.join(n)).collect();
+        protected_paths.extend(git_run_paths(workspace, &writable_roots));
         Policy {
             writable_roots,
             network,
             allowed_hosts,
-            protected_paths: PROTECTED_NAMES.iter().map(|n| workspace.join(n)).collect(),
+            protected_paths,
             hidden_paths: hidden,
+            revealed_paths: Vec::new(),
         }
     }
+}
+
+/// What an existing repository makes git run from inside the writable roots: the git dir a
+/// `.git` file or link points to (and its common dir), `core.hooksPath`, and the scripts
+/// named (with a `/`) by the config entries that run commands (`core.fsmonitor`, filter
+/// and diff drivers, …). Read-only for the command like the protected names.
+fn git_run_paths(workspace: &Path, writable: &[PathBuf]) -> Vec<PathBuf> {
+    let Some(gitdir) = super::protect::git_dir(workspace) else {
+        return Vec::new();
+    };
+    let canonical = super::landlock_layer::canonical;
+    let writable: Vec<PathBuf> = writable.iter().map(|w| canonical(w)).collect();
+    let inside = |p: &Path| writable.iter().any(|w| p.starts_with(w));
+    let dot_git = canonical(&workspace.join(".git"));
+    let mut out = Vec::new();
+    let mut dirs = vec![gitdir.clone()];
+    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir"))
+        && let Ok(c) = std::fs::canonicalize(gitdir.join(common.trim()))
+    {
+        dirs.push(c);
+    }
+    for d in &dirs {
+        let c = canonical(d);
+        if c != dot_git && inside(&c) {
+            out.push(c);
+        }
+        let Ok(bytes) = std::fs::read(d.join("config")) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        for e in super::gitconfig::parse(&text).entries {
+            let Some(v) = e.value.as_deref() else {
+                continue;
+            };
+            let hooks = e.section == "core" && e.subsection.is_none() && e.key == "hookspath";
+            let first = v.split_whitespace().next().unwrap_or("");
+            let path = if hooks {
+                v.trim()
+            } else if !super::gitconfig::is_safe(&e) && first.contains('/') {
+                first
+            } else {
+                continue;
+            };
+            let p = match path.strip_prefix("~/") {
+                Some(rest) => match std::env::var_os("HOME") {
+                    Some(h) => PathBuf::from(h).join(rest),
+                    None => continue,
+                },
+                None => workspace.join(path),
+            };
+            let p = canonical(&p);
+            if inside(&p) && !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
 }
 
 /// Which layers the launcher must apply. The sidecar sets them from the probe, so a layer the
@@ -90,6 +155,9 @@ pub struct LaunchSpec {
     pub tmp_dir: Option<PathBuf>,
     /// The sidecar's pid: the launcher exits at once if its parent is already someone else.
     pub parent: i32,
+    /// `RLIMIT_NPROC` to set inside the user namespace (when no cgroup bounds the command).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_processes: Option<u32>,
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
 //! The seccomp layer: `io_uring_*` always fail with EPERM (io_uring can open sockets and
 //! files without the syscalls the other layers watch); with the network off, `socket()` for
-//! AF_INET, AF_INET6 and AF_UNIX fails with EPERM too. Pathname unix sockets (e.g. a docker
-//! socket) get past Landlock and a network namespace; only this rule stops them.
-//! `socketpair()` stays allowed: build tools use it for local pipes.
+//! AF_INET, AF_INET6, AF_UNIX, AF_VSOCK and AF_NETLINK fails with EPERM too. Pathname unix
+//! sockets (e.g. a docker socket) get past Landlock and a network namespace; only this rule
+//! stops them. AF_VSOCK (a VM's channel to its host) and some netlink families are not
+//! network-namespaced at all. `socketpair()` stays allowed: build tools use it for local
+//! pipes.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +12,15 @@ use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule,
 };
+
+/// The socket families `socket()` refuses when the network is off.
+const DENIED_FAMILIES: [libc::c_int; 5] = [
+    libc::AF_INET,
+    libc::AF_INET6,
+    libc::AF_UNIX,
+    libc::AF_VSOCK,
+    libc::AF_NETLINK,
+];
 
 fn build(network: bool) -> Result<BpfProgram, String> {
     let err = |e: &dyn std::fmt::Display| format!("seccomp: building the filter: {e}");
@@ -24,7 +35,7 @@ fn build(network: bool) -> Result<BpfProgram, String> {
     }
     if !network {
         let mut by_family = Vec::new();
-        for family in [libc::AF_INET, libc::AF_INET6, libc::AF_UNIX] {
+        for family in DENIED_FAMILIES {
             let cond =
                 SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, family as u64)
                     .map_err(|e| err(&e))?;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::process::{Child, Command};
 
+use super::cgroup::{CommandCgroup, join_in_child};
 use super::launcher::SUBCOMMAND;
 use super::policy::LaunchSpec;
 use crate::lifecycle::Lifecycle;
@@ -33,6 +34,9 @@ pub struct SpawnSpec {
     /// Our own executable (the launcher). Without it a launch spec cannot be honoured and
     /// the caller must not ask for one.
     pub launcher: Option<PathBuf>,
+    /// The command's pids cgroup (`Prepared::cgroup`): the child joins it before `exec`, and
+    /// the returned [`Group`] owns it (killing what is left in it when done).
+    pub cgroup: Option<CommandCgroup>,
 }
 
 /// Builds the command: launcher in front when asked, own process group, death signal.
@@ -80,6 +84,13 @@ fn command(spec: &SpawnSpec) -> std::io::Result<Command> {
             c
         }
     };
+    if let Some(cg) = &spec.cgroup {
+        let procs = cg.procs_path().to_owned();
+        // SAFETY: the hook only makes async-signal-safe calls (open, write, close).
+        unsafe {
+            cmd.pre_exec(move || join_in_child(&procs));
+        }
+    }
     if let Some(env) = &spec.env {
         cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     }
@@ -131,6 +142,7 @@ pub async fn spawn(
             pgid,
             lifecycle,
             armed: true,
+            cgroup: spec.cgroup.take(),
         },
     })
 }
@@ -141,6 +153,8 @@ pub struct Group<'a> {
     pgid: i32,
     lifecycle: Option<&'a Lifecycle>,
     armed: bool,
+    /// Removed (after killing what is left in it) when the group is dropped.
+    cgroup: Option<CommandCgroup>,
 }
 
 impl Group<'_> {
@@ -155,8 +169,13 @@ impl Group<'_> {
         }
     }
 
+    /// SIGKILL to the group and to everything in the command's cgroup (which also reaches
+    /// processes that left the group with `setsid`).
     pub fn kill(&self) {
         self.signal(nix::sys::signal::Signal::SIGKILL);
+        if let Some(cg) = &self.cgroup {
+            cg.kill_all();
+        }
     }
 
     /// Done with the group (its leader was reaped and it was killed): never signal the id

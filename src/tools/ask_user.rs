@@ -4,6 +4,7 @@
 //! the turn sends the canonical payload to the host (`ask_user.request`) and records the
 //! answers. Violations come back as errors naming the fix, so the model retries.
 
+use crate::strict::Invalid;
 use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
@@ -238,7 +239,7 @@ fn question(i: usize, v: &Value, ids: &mut HashSet<String>) -> Result<AskUserQue
 }
 
 /// Normalises and validates the model's arguments into the canonical payload.
-pub fn normalize(args: &Value) -> Result<Payload, String> {
+pub fn normalize(args: &Value) -> Result<Payload, Invalid> {
     let Value::Object(o) = args else {
         return Err("arguments must be an object {intro, questions, outro?}".into());
     };
@@ -262,10 +263,10 @@ pub fn normalize(args: &Value) -> Result<Payload, String> {
         }
     };
     if !(MIN_QUESTIONS..=MAX_QUESTIONS).contains(&questions.len()) {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "questions must hold 1 to 4 questions, got {}; ask the most important ones first",
             questions.len()
-        ));
+        )));
     }
     let mut ids = HashSet::new();
     let questions = questions

@@ -1,6 +1,7 @@
 //! Registers tools, dispatches calls by name whatever the tier, validates arguments against
 //! each tool's schema first, and suggests names for unknown tools.
 
+use crate::strict::Invalid;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
@@ -319,7 +320,7 @@ impl Router {
 impl Entry {
     /// Checks arguments against the tool's schema; the error names each field and what it
     /// expected.
-    pub fn validate(&self, args: &Map<String, Value>) -> Result<(), String> {
+    pub fn validate(&self, args: &Map<String, Value>) -> Result<(), Invalid> {
         let validator = self.validator.get_or_init(|| {
             jsonschema::validator_for(&self.parameters)
                 .map_err(|e| format!("the tool's own parameter schema is invalid: {e}"))
@@ -330,14 +331,14 @@ impl Entry {
 }
 
 /// A call's arguments as an object (`null` reads as `{}`), or the error the model gets.
-pub fn args_object(name: &str, args: Value) -> Result<Map<String, Value>, String> {
+pub fn args_object(name: &str, args: Value) -> Result<Map<String, Value>, Invalid> {
     match args {
         Value::Null => Ok(Map::new()),
         Value::Object(m) => Ok(m),
-        other => Err(format!(
+        other => Err(Invalid::from(format!(
             "Invalid arguments for tool '{name}': expected a JSON object, got {}",
             super::json_type_name(&other)
-        )),
+        ))),
     }
 }
 
@@ -346,7 +347,7 @@ pub fn args_object(name: &str, args: Value) -> Result<Map<String, Value>, String
 pub fn schema_problems(
     validator: &jsonschema::Validator,
     args: &Map<String, Value>,
-) -> Result<(), String> {
+) -> Result<(), Invalid> {
     let instance = Value::Object(args.clone());
     let problems: Vec<String> = validator
         .iter_errors(&instance)
@@ -363,7 +364,7 @@ pub fn schema_problems(
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(problems.join("; "))
+        Err(Invalid::from(problems.join("; ")))
     }
 }
 

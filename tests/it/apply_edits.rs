@@ -161,3 +161,60 @@ fn diff_hunks_merge_only_across_small_gaps() {
     assert_eq!(hunks(&diff(&mut s, 10, 17)), 1);
     assert_eq!(hunks(&diff(&mut s, 10, 18)), 2);
 }
+
+/// Inputs crafted against the matcher (issue 12): every line is the same, so a naive search
+/// re-compares tens of thousands of lines (or bytes) at each of thousands of candidate starts.
+/// Before the linear matcher these took 10–25 s of CPU in release (`docs/benchmarks.md`) and
+/// ran past the harness's wait; the results pin what the linear one must still find.
+#[test]
+fn crafted_80000_line_inputs_keep_their_results() {
+    let mut s = Sidecar::start();
+    let n = 80_000;
+    // Trim level: the indented lines only match once trimmed; the one `b` makes it unique.
+    let content = format!("{}  b\n", "  a\n".repeat(n));
+    let old = format!("{}b", "a\n".repeat(n / 2));
+    let r = s.ok(
+        "workspace.apply_edits",
+        json!({"content": content, "edits": [{"oldText": old, "newText": "x"}]}),
+    );
+    assert_eq!(
+        r["matches"],
+        json!([{"level": "trim", "startLine": n / 2, "oldLineCount": n / 2 + 1}])
+    );
+    assert_eq!(r["content"], format!("{}x\n", "  a\n".repeat(n / 2)));
+
+    // Trim level, no match: the last wanted line is nowhere.
+    let e = failure(
+        &mut s,
+        json!({"content": "a\n".repeat(n), "edits": [{"oldText": format!("{}zz", "a\n".repeat(n / 2)), "newText": "x"}]}),
+    );
+    assert_eq!(e["data"]["code"], "not_found", "{e}");
+
+    // Exact level: a long periodic needle occurs at every line from 0 to 40,000 (overlapping);
+    // that is ambiguous, and the trim level then finds the one place ending on the last (empty)
+    // line.
+    let line = format!("{}\n", "a".repeat(100));
+    let r = s.ok(
+        "workspace.apply_edits",
+        json!({"content": line.repeat(n), "edits": [{"oldText": line.repeat(n / 2), "newText": "x"}]}),
+    );
+    assert_eq!(
+        r["matches"],
+        json!([{"level": "trim", "startLine": n / 2, "oldLineCount": n / 2 + 1}])
+    );
+    assert_eq!(r["content"], format!("{}x", line.repeat(n / 2)));
+
+    // Unicode level: ambiguous, and the count is capped where it always was.
+    let e = failure(
+        &mut s,
+        json!({"content": "\u{2019}\n".repeat(n), "edits": [{"oldText": "'\n".repeat(n / 2), "newText": "x"}]}),
+    );
+    assert_eq!(e["data"]["code"], "ambiguous", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("matches 1000 places"),
+        "{e}"
+    );
+}

@@ -105,22 +105,19 @@ fn wait_gone(pid: i32, within: Duration) -> bool {
     }
 }
 
-fn read_pid(path: &Path, within: Duration) -> i32 {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(pid) = fs::read_to_string(path)
-            .ok()
-            .and_then(|t| t.trim().parse::<i32>().ok())
-        {
-            return pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "pid file {} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// A per-test unique `sleep` argument: plugins run in a PID namespace, so their `$$` and `$!`
+/// are not host pids; the tests find their processes on the host by this argument instead.
+fn unique_secs(tag: u32) -> String {
+    format!("{}.{:06}{tag}", 60 + tag, std::process::id() % 1_000_000)
+}
+
+/// Host pids of processes with `arg` in their command line, once there are `n` of them.
+fn running(arg: &str, n: usize) -> Vec<i32> {
+    assert!(
+        common::wait_until(WAIT, || common::pids_with_arg(arg).len() >= n),
+        "sleep {arg} never started"
+    );
+    common::pids_with_arg(arg)
 }
 
 fn q(p: &Path) -> String {
@@ -384,13 +381,10 @@ fn invalid_json_stdout_is_invalid_output() {
 #[test]
 fn timeout_kills_a_grandchild_that_ignores_sigterm() {
     let p = Plugins::new();
-    let pidfile = p.scratch("grandchild.pid");
+    let grandchild = unique_secs(1);
     p.script(
         "hang",
-        &format!(
-            "sh -c 'trap \"\" TERM; sleep 30' &\necho $! > {}\necho started\nsleep 30",
-            q(&pidfile)
-        ),
+        &format!("sh -c 'trap \"\" TERM; sleep {grandchild}' &\necho started\nsleep 30"),
     );
     p.manifest(
         "hang.toml",
@@ -420,10 +414,10 @@ fn timeout_kills_a_grandchild_that_ignores_sigterm() {
     );
     assert_duration(&tr);
 
-    let pid = read_pid(&pidfile, Duration::from_secs(5));
+    let gone_all = || common::pids_with_arg(&grandchild).is_empty();
     assert!(
-        wait_gone(pid, Duration::from_secs(5)),
-        "grandchild {pid} survived the plugin timeout"
+        common::wait_until(Duration::from_secs(5), gone_all),
+        "grandchild sleep {grandchild} survived the plugin timeout"
     );
     // The sidecar is still healthy.
     s.ok("system.ping", Value::Null);
@@ -432,15 +426,10 @@ fn timeout_kills_a_grandchild_that_ignores_sigterm() {
 #[test]
 fn sigterm_to_the_sidecar_kills_a_running_plugin_group() {
     let p = Plugins::new();
-    let child_pid = p.scratch("child.pid");
-    let grandchild_pid = p.scratch("grandchild.pid");
+    let (c, g) = (unique_secs(2), unique_secs(3));
     p.script(
         "hang",
-        &format!(
-            "sh -c 'trap \"\" TERM; sleep 60' &\necho $! > {}\necho $$ > {}\nsleep 60",
-            q(&grandchild_pid),
-            q(&child_pid)
-        ),
+        &format!("sh -c 'trap \"\" TERM; sleep {g}' &\nsleep {c}"),
     );
     p.manifest(
         "hang.toml",
@@ -451,8 +440,8 @@ fn sigterm_to_the_sidecar_kills_a_running_plugin_group() {
         &json!({"jsonrpc": "2.0", "id": "long", "method": "tool.invoke",
         "params": {"name": "hang_long", "arguments": {}}}),
     );
-    let child = read_pid(&child_pid, WAIT);
-    let grandchild = read_pid(&grandchild_pid, WAIT);
+    let child = running(&c, 1)[0];
+    let grandchild = running(&g, 1)[0];
     assert!(!gone(child) && !gone(grandchild), "plugin is running");
     // A running plugin call does not block other requests.
     s.ok("system.ping", Value::Null);
@@ -1286,8 +1275,8 @@ fn reload_swaps_registrations_without_a_gap() {
 #[test]
 fn shutdown_cancels_a_running_plugin_call_and_answers_it() {
     let p = Plugins::new();
-    let child_pid = p.scratch("child.pid");
-    p.script("hang", &format!("echo $$ > {}\nsleep 60", q(&child_pid)));
+    let c = unique_secs(4);
+    p.script("hang", &format!("exec sleep {c}"));
     p.manifest(
         "hang.toml",
         &tool("hang_long", "Hangs for a minute", "hang", "2m", ""),
@@ -1297,7 +1286,7 @@ fn shutdown_cancels_a_running_plugin_call_and_answers_it() {
         &json!({"jsonrpc": "2.0", "id": "long", "method": "tool.invoke",
         "params": {"name": "hang_long", "arguments": {}}}),
     );
-    let child = read_pid(&child_pid, WAIT);
+    let child = running(&c, 1)[0];
     s.send(&json!({"jsonrpc": "2.0", "id": "bye", "method": "system.shutdown"}));
     let r = s.response(&json!("long"));
     // Answered before the process goes: either a cancelled ToolResult or a cancelled error.
@@ -1320,16 +1309,8 @@ fn shutdown_cancels_a_running_plugin_call_and_answers_it() {
 #[test]
 fn stdin_eof_kills_a_running_plugin() {
     let p = Plugins::new();
-    let child_pid = p.scratch("child.pid");
-    let grandchild_pid = p.scratch("grandchild.pid");
-    p.script(
-        "hang",
-        &format!(
-            "sleep 60 &\necho $! > {}\necho $$ > {}\nsleep 60",
-            q(&grandchild_pid),
-            q(&child_pid)
-        ),
-    );
+    let (c, g) = (unique_secs(5), unique_secs(6));
+    p.script("hang", &format!("sleep {g} &\nsleep {c}"));
     p.manifest(
         "hang.toml",
         &tool("hang_long", "Hangs for a minute", "hang", "2m", ""),
@@ -1339,8 +1320,8 @@ fn stdin_eof_kills_a_running_plugin() {
         &json!({"jsonrpc": "2.0", "id": "long", "method": "tool.invoke",
         "params": {"name": "hang_long", "arguments": {}}}),
     );
-    let child = read_pid(&child_pid, WAIT);
-    let grandchild = read_pid(&grandchild_pid, WAIT);
+    let child = running(&c, 1)[0];
+    let grandchild = running(&g, 1)[0];
     s.close_stdin();
     let n = s.notification("lifecycle.shutdown");
     assert_eq!(n["params"]["reason"], "eof", "{n}");

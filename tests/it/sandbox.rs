@@ -92,7 +92,8 @@ fn hidden_paths_are_unreadable_whatever_the_settings_say() {
     std::fs::write(home.path().join("secrets/key"), "hunter2").unwrap();
     std::fs::write(home.path().join("notes.txt"), "public").unwrap();
     let key = home.path().join("secrets/key");
-    // Even a writable root over the home does not expose the secrets.
+    // Even a writable root over the home does not expose the secrets; the whole
+    // `$OUTRIGGER_HOME` is hidden now (covered by an empty tmpfs: ENOENT).
     let mut s = Sidecar::start_with(Opts {
         env: vec![(
             "OUTRIGGER_SANDBOX_WRITABLE_ROOTS".into(),
@@ -109,7 +110,7 @@ fn hidden_paths_are_unreadable_whatever_the_settings_say() {
         key.display()
     );
     let tr = invoke(&mut s, ws.path(), &cmd, None);
-    assert_eq!(stdout(&tr), "EACCES\nOK\n0\n", "{tr}");
+    assert_eq!(stdout(&tr), "ENOENT\nENOENT\n0\n", "{tr}");
 }
 
 /// Listeners the sandboxed command tries to reach: TCP on loopback, a pathname unix socket

@@ -130,6 +130,85 @@ fn invalid_requests_get_32600() {
     assert_eq!(s.ok("system.ping", Value::Null)["status"], "ok");
 }
 
+/// The frames that lost their id before issue 12 (answered `{"id": null, "error": -32600}`,
+/// so the host's promise never settled): a lone surrogate a JS host's `JSON.stringify`
+/// writes for text cut inside an emoji, a number beyond f64, and both nested deeper.
+#[test]
+fn undecodable_params_keep_the_request_id() {
+    let mut s = Sidecar::start();
+    let send = |s: &mut Sidecar, id: &str, params: &str| {
+        s.send_raw(
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"debug.echo\",\"params\":{params}}}\n")
+                .as_bytes(),
+        );
+    };
+    // A lone high surrogate is replaced by U+FFFD; the request runs.
+    send(&mut s, "41", r#"{"value":"cut \ud83d"}"#);
+    let r = s.response(&json!(41));
+    assert_eq!(r["result"], "cut \u{FFFD}", "{r}");
+    // A lone low surrogate in a key, a high one before a plain escape, a real pair kept.
+    send(
+        &mut s,
+        r#""s-2""#,
+        r#"{"value":{"\ude00k":"\ud83d\u0041 and \ud83d\ude00"}}"#,
+    );
+    let r = s.response(&json!("s-2"));
+    assert_eq!(
+        r["result"],
+        json!({"\u{FFFD}k": "\u{FFFD}A and \u{1F600}"}),
+        "{r}"
+    );
+    // A number out of range: -32602 with the id, naming the field.
+    send(&mut s, "43", r#"{"value":1e400}"#);
+    let r = s.response(&json!(43));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert_eq!(r["error"]["data"]["kind"], "invalid_params");
+    assert_eq!(r["error"]["data"]["field"], "params.value", "{r}");
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("params.value") && msg.contains("out of range"),
+        "{msg}"
+    );
+    send(
+        &mut s,
+        r#""n-4""#,
+        r#"{"value":{"deep":[1,-1e400]},"x":"\ud83d"}"#,
+    );
+    let r = s.response(&json!("n-4"));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert_eq!(r["error"]["data"]["field"], "params.value.deep[1]", "{r}");
+    // An unknown method with such params is still -32601 with its id.
+    s.send_raw(
+        b"{\"jsonrpc\":\"2.0\",\"id\":45,\"method\":\"no.such\",\"params\":{\"v\":1e400}}\n",
+    );
+    let r = s.response(&json!(45));
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+    // A notification with such params gets no answer; the next request does.
+    s.send_raw(b"{\"jsonrpc\":\"2.0\",\"method\":\"debug.echo\",\"params\":{\"value\":1e400}}\n");
+    send(&mut s, "46", r#"{"value":"after"}"#);
+    let r = s.next_frame(WAIT).unwrap();
+    assert_eq!(r["id"], 46, "{r}");
+    assert_eq!(r["result"], "after");
+    // In a batch, each item keeps its id.
+    s.send_raw(
+        b"[{\"jsonrpc\":\"2.0\",\"id\":47,\"method\":\"debug.echo\",\"params\":{\"value\":\"\\udc00\"}},\
+          {\"jsonrpc\":\"2.0\",\"id\":48,\"method\":\"debug.echo\",\"params\":{\"value\":1e999}}]\n",
+    );
+    let r = s.next_frame(WAIT).unwrap();
+    let arr = r.as_array().expect("a batch answer");
+    assert_eq!(arr[0]["id"], 47);
+    assert_eq!(arr[0]["result"], "\u{FFFD}");
+    assert_eq!(arr[1]["id"], 48);
+    assert_eq!(arr[1]["error"]["code"], -32602);
+    // Only an envelope that is not JSON at all is -32700 with a null id.
+    s.send_raw(
+        b"{\"jsonrpc\":\"2.0\",\"id\":49,\"method\":\"debug.echo\",\"params\":{\"value\":1e400}\n",
+    );
+    let r = s.next_frame(WAIT).unwrap();
+    assert_eq!(r["error"]["code"], -32700, "{r}");
+    assert!(r["id"].is_null());
+}
+
 #[test]
 fn unknown_method_names_it() {
     let mut s = Sidecar::start();

@@ -27,8 +27,14 @@ pub async fn fork(app: Arc<App>, call: Call) -> Outcome {
 }
 
 async fn start(app: Arc<App>, call: Call, method: Method) -> Outcome {
-    let settings = LlmSettings::from_settings(&app.settings());
-    let p = params::parse(&call.params, settings, method)?;
+    let all = app.settings();
+    let settings = LlmSettings::from_settings(&all);
+    let p = params::parse(
+        &call.params,
+        settings,
+        method,
+        all.workspace_root.as_deref(),
+    )?;
     let prepared = chat::prepare(&app.agent, p, method).await?;
     call.reply_now(reply(&prepared.started));
     let answer = reply(&prepared.started);

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::app::App;
-use crate::protocol::tools::{SandboxDescribeParams, SandboxDescription};
+use crate::protocol::tools::{ProcessLimitDescription, SandboxDescribeParams, SandboxDescription};
 use crate::rpc::error::RpcError;
 
 /// `allowedHosts`, `shell` and `writableRoots` are accepted and do not change the answer:
@@ -17,9 +17,14 @@ pub async fn describe(
         return Err(RpcError::internal("the sandbox service is not installed"));
     };
     let a = sandbox.describe(p.network).await;
+    let limit = sandbox.process_limit().await;
     Ok(SandboxDescription {
         backend: a.marker.backend,
         enforcement: a.marker.enforcement,
         missing: a.missing,
+        process_limit: ProcessLimitDescription {
+            mechanism: limit.mechanism.as_str().into(),
+            max: limit.max,
+        },
     })
 }

@@ -100,24 +100,12 @@ pub async fn invoke(app: Arc<App>, p: ToolInvokeParams) -> Result<ToolResult, Rp
         .with("mode", entry.mode.as_str())
         .with("flag", "consentGranted"));
     }
-    let workspace_root = match p.context.cwd {
-        Some(cwd) if !cwd.is_absolute() => {
-            return Err(RpcError::invalid_params(format!(
-                "context.cwd must be an absolute path, got {}",
-                cwd.display()
-            )));
-        }
-        Some(cwd) if !cwd.is_dir() => {
-            return Err(RpcError::invalid_params(format!(
-                "context.cwd {} is not a directory",
-                cwd.display()
-            )));
-        }
-        Some(cwd) => cwd,
-        None => std::env::current_dir().map_err(|e| {
-            RpcError::internal(format!("cannot read the process's working directory: {e}"))
-        })?,
-    };
+    let workspace_root = crate::tools::fs::root::resolve(
+        p.context.cwd.as_deref(),
+        crate::tools::fs::root::CONTEXT_CWD,
+        app.settings().workspace_root.as_deref(),
+    )
+    .map_err(|e| RpcError::invalid_params(e.to_string()))?;
     let ctx = ToolContext {
         workspace_root,
         cancel: app.lifecycle.token(),

@@ -8,7 +8,6 @@ pub mod output;
 pub mod saved;
 
 use std::collections::HashSet;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -20,11 +19,12 @@ use tokio_util::sync::CancellationToken;
 use crate::sandbox::capture::{Capture, Reader};
 use crate::sandbox::launcher::{ERROR_PREFIX, LAUNCH_FAILED};
 use crate::sandbox::spawn::{PrivateTmp, SpawnSpec, spawn, terminate};
-use crate::sandbox::{Marker, Sandbox};
+use crate::sandbox::{Marker, Sandbox, secrets};
 use crate::tools::{Tool, ToolContext, ToolFuture, ToolMode, ToolResult};
 
-/// The most a call may ask for with `timeoutMs` (ten minutes).
-pub const TIMEOUT_CEILING_MS: u64 = 600_000;
+/// The schema's bound on `timeoutMs` (the key's ceiling, a day); the config's
+/// `bash_max_timeout_ms` (default ten minutes) clamps what a call gets.
+pub const TIMEOUT_CEILING_MS: u64 = crate::config::keys::BASH_TIMEOUT_CEILING_MS as u64;
 /// Between SIGTERM and SIGKILL on timeout or cancel.
 const KILL_GRACE: Duration = Duration::from_secs(2);
 /// After the command ends, how long the readers may take to drain the pipes (generous: a
@@ -32,8 +32,6 @@ const KILL_GRACE: Duration = Duration::from_secs(2);
 const DRAIN_GRACE: Duration = Duration::from_secs(5);
 /// Bytes of a stream's end remembered past the save cap (the model sees the true end).
 const TAIL_KEEP: usize = 64 * 1024;
-/// Variables removed whatever the lists say: they make a non-interactive bash read files.
-const ALWAYS_REMOVED: &[&str] = &["BASH_ENV", "ENV"];
 
 pub struct BashTool {
     sandbox: Arc<Sandbox>,
@@ -87,7 +85,7 @@ impl Tool for BashTool {
                 "command": {"type": "string", "description": "The bash command line to run."},
                 "timeoutMs": {
                     "type": "integer", "minimum": 1, "maximum": TIMEOUT_CEILING_MS,
-                    "description": "Kill the command after this many milliseconds."
+                    "description": "Kill the command after this many milliseconds (default 120000). A value above the configured ceiling (bash_max_timeout_ms, default 600000) is lowered to it."
                 },
                 "description": {"type": "string", "description": "What the command does, in a few words."},
                 "raw_output": {
@@ -128,18 +126,19 @@ impl BashTool {
         let Some(settings) = self.sandbox.settings() else {
             return ToolResult::recoverable("bash: the configuration cannot be read");
         };
-        let timeout_ms = args
-            .get("timeoutMs")
-            .and_then(Value::as_u64)
-            .unwrap_or(settings.bash_timeout_ms)
-            .clamp(1, TIMEOUT_CEILING_MS);
+        let (timeout_ms, clamped) = effective_timeout(
+            args.get("timeoutMs").and_then(Value::as_u64),
+            settings.bash_timeout_ms,
+            settings.bash_max_timeout_ms,
+        );
         // The call's `raw_output` wins over the config default.
         let raw = args
             .get("raw_output")
             .and_then(Value::as_bool)
             .unwrap_or(settings.bash_raw_output);
         if ctx.exec_sandbox.as_ref().is_some_and(|r| r.host_spawn) {
-            return host_spawn::run(&ctx, command, timeout_ms, raw, &settings).await;
+            let r = host_spawn::run(&ctx, command, timeout_ms, raw, &settings).await;
+            return note_clamp(r, timeout_ms, clamped);
         }
         let workspace = ctx.workspace_root.clone();
         self.prune_once(&workspace);
@@ -152,7 +151,7 @@ impl BashTool {
                 ));
             }
         };
-        let prepared = match self
+        let mut prepared = match self
             .sandbox
             .prepare(
                 &workspace,
@@ -174,13 +173,15 @@ impl BashTool {
             }
         };
         let marker = prepared.marker.clone();
+        // This session's spill files stay readable although `$OUTRIGGER_HOME` is hidden.
+        let stream = ctx.host_context.get("streamId").and_then(Value::as_str);
+        if let (Some(home), Some(stream)) = (self.sandbox.home(), stream) {
+            prepared.reveal(secrets::spill_dir(&home, stream));
+        }
+        let guard = prepared.guard.take();
 
         let tmp_os = tmp.path().as_os_str().to_os_string();
-        let mut env = scrub_env(
-            std::env::vars_os(),
-            &settings.bash_env_deny,
-            &settings.bash_env_allow,
-        );
+        let mut env = secrets::command_env(Some(&settings));
         for k in ["TMPDIR", "TMP", "TEMP"] {
             env.push((k.into(), tmp_os.clone()));
         }
@@ -198,6 +199,7 @@ impl BashTool {
             stdin: Stdio::null(),
             launch: prepared.launch,
             launcher: self.sandbox.launcher().map(Path::to_path_buf),
+            cgroup: prepared.cgroup,
         };
         let started = Instant::now();
         let lifecycle = ctx.lifecycle.as_deref();
@@ -255,6 +257,13 @@ impl BashTool {
         let err = err_reader.finish(&stop, deadline).await;
         drop(spawned);
         drop(tmp);
+        // Everything the command started is dead: undo what it left on protected names.
+        let cleanup = match guard {
+            Some(g) => tokio::task::spawn_blocking(move || g.finish())
+                .await
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
 
         let stdout = text(&out, raw);
@@ -286,6 +295,9 @@ impl BashTool {
         data.insert("stderr".into(), json!(be.text));
         data.insert("truncated".into(), json!(truncated));
         data.insert("durationMs".into(), json!(duration_ms));
+        if !cleanup.is_empty() {
+            data.insert("protectedCleanup".into(), json!(cleanup));
+        }
         if truncated {
             match saved::save(&workspace, &ctx.call_id, &stdout, &stderr) {
                 Ok(p) => {
@@ -312,7 +324,28 @@ impl BashTool {
             .with_data("cancelled", true),
             End::WaitFailed(e) => failure(format!("bash: waiting for the command failed: {e}"), data),
         };
-        with_marker(result, &marker)
+        with_marker(note_clamp(result, timeout_ms, clamped), &marker)
+    }
+}
+
+/// Says in the result that the call's `timeoutMs` was lowered to the ceiling.
+fn note_clamp(r: ToolResult, timeout_ms: u64, clamped: bool) -> ToolResult {
+    if clamped {
+        r.with_data("timeoutMs", timeout_ms)
+            .with_data("timeoutClamped", true)
+    } else {
+        r
+    }
+}
+
+/// The timeout a call runs with, and whether its `timeoutMs` was lowered to the ceiling
+/// (`bash_max_timeout_ms`, which also caps the default).
+fn effective_timeout(asked: Option<u64>, default: u64, ceiling: u64) -> (u64, bool) {
+    let ceiling = ceiling.max(1);
+    match asked {
+        Some(t) if t > ceiling => (ceiling, true),
+        Some(t) => (t.max(1), false),
+        None => (default.clamp(1, ceiling), false),
     }
 }
 
@@ -333,46 +366,6 @@ fn with_marker(r: ToolResult, m: &Marker) -> ToolResult {
 fn exit_code(s: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
     s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
-}
-
-/// Whether `name` matches a `*`-wildcard pattern (case-sensitive, like env names).
-fn wildcard(pattern: &str, name: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == name;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
-        return false;
-    }
-    let mut rest = &name[first.len()..name.len() - last.len()];
-    for mid in &parts[1..parts.len() - 1] {
-        match rest.find(mid) {
-            Some(i) => rest = &rest[i + mid.len()..],
-            None => return false,
-        }
-    }
-    true
-}
-
-/// The inherited environment minus secrets: names matching a deny pattern go unless an allow
-/// pattern keeps them; `BASH_ENV`/`ENV` always go.
-pub fn scrub_env(
-    vars: impl Iterator<Item = (OsString, OsString)>,
-    deny: &[String],
-    allow: &[String],
-) -> Vec<(OsString, OsString)> {
-    vars.filter(|(k, _)| {
-        let Some(name) = k.to_str() else {
-            return true;
-        };
-        if ALWAYS_REMOVED.contains(&name) {
-            return false;
-        }
-        let denied = deny.iter().any(|p| wildcard(p, name));
-        !denied || allow.iter().any(|p| wildcard(p, name))
-    })
-    .collect()
 }
 
 /// A captured stream as text (cleaned unless `raw`); a gap past the save cap is marked with
@@ -405,33 +398,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn env_scrub_removes_secrets_and_honours_allow() {
-        let vars = [
-            ("PATH", "/bin"),
-            ("OPENAI_API_KEY", "k"),
-            ("GITHUB_TOKEN", "t"),
-            ("AWS_SECRET", "s"),
-            ("OUTRIGGER_HOME", "h"),
-            ("BASH_ENV", "/x"),
-            ("KEEP_TOKEN", "ok"),
-        ]
-        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-        let deny: Vec<String> = ["*_API_KEY", "*_TOKEN", "*_SECRET", "OUTRIGGER_*"]
-            .map(String::from)
-            .to_vec();
-        let kept: Vec<String> = scrub_env(vars.into_iter(), &deny, &["KEEP_*".into()])
-            .into_iter()
-            .map(|(k, _)| k.into_string().unwrap())
-            .collect();
-        assert_eq!(kept, vec!["PATH", "KEEP_TOKEN"]);
-    }
-
-    #[test]
-    fn wildcards() {
-        assert!(wildcard("*_TOKEN", "GH_TOKEN"));
-        assert!(!wildcard("*_TOKEN", "TOKENS"));
-        assert!(wildcard("A*B*C", "AxxBxxC"));
-        assert!(!wildcard("A*B*C", "AC"));
-        assert!(wildcard("EXACT", "EXACT"));
+    fn timeouts_are_clamped_to_the_ceiling() {
+        assert_eq!(effective_timeout(None, 120_000, 600_000), (120_000, false));
+        assert_eq!(
+            effective_timeout(Some(5_000), 120_000, 600_000),
+            (5_000, false)
+        );
+        assert_eq!(
+            effective_timeout(Some(900_000), 120_000, 600_000),
+            (600_000, true)
+        );
+        assert_eq!(effective_timeout(None, 120_000, 60_000), (60_000, false));
+        assert_eq!(effective_timeout(Some(0), 120_000, 600_000), (1, false));
     }
 }

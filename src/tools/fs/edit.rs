@@ -4,6 +4,7 @@
 //! batch applies atomically; the result carries a unified diff (3 context lines, hunks
 //! closer than 7 unchanged lines merged).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -258,21 +259,52 @@ enum Found {
 /// Most matches counted when reporting ambiguity.
 const MAX_COUNTED: usize = 1000;
 
-/// Every occurrence, overlapping ones included (`aa` is ambiguous in `aaa`).
+/// Every occurrence, overlapping ones included (`aa` is ambiguous in `aaa`), up to
+/// `MAX_COUNTED`.
+///
+/// Restarting a substring search one character past each hit re-reads the whole needle per
+/// hit (hits × needle length: quadratic for a long periodic needle), so after a hit the
+/// search goes on with Knuth–Morris–Pratt, which carries what it matched over, until no
+/// prefix of the needle is pending, and only then hands back to the fast search. Both look
+/// at bytes: the needle starts with a character's first byte, which valid UTF-8 has only at
+/// character boundaries, so the byte hits are the character hits.
 fn find_all_overlapping(hay: &str, needle: &str) -> Vec<usize> {
+    let (h, n) = (hay.as_bytes(), needle.as_bytes());
     let mut out = Vec::new();
+    if n.is_empty() {
+        return out;
+    }
+    let finder = memchr::memmem::Finder::new(n);
+    let mut fallback: Option<Vec<usize>> = None;
     let mut from = 0;
-    while let Some(p) = hay[from..].find(needle) {
+    while let Some(p) = finder.find(&h[from..]) {
         let at = from + p;
         out.push(at);
         if out.len() >= MAX_COUNTED {
-            break;
+            return out;
         }
-        // Step one character so overlapping occurrences count.
-        from = at + hay[at..].chars().next().map_or(1, char::len_utf8);
-        if from > hay.len() {
-            break;
+        let f = fallback.get_or_insert_with(|| prefix_function(n));
+        // The KMP state after a whole match: the longest border of the needle.
+        let mut q = f[n.len() - 1];
+        let mut j = at + n.len();
+        while q > 0 && j < h.len() {
+            while q > 0 && h[j] != n[q] {
+                q = f[q - 1];
+            }
+            if h[j] == n[q] {
+                q += 1;
+            }
+            j += 1;
+            if q == n.len() {
+                out.push(j - n.len());
+                if out.len() >= MAX_COUNTED {
+                    return out;
+                }
+                q = f[q - 1];
+            }
         }
+        // Nothing of the needle is pending before `j`: any further hit starts at `j` or later.
+        from = j;
     }
     out
 }
@@ -322,23 +354,47 @@ impl LineIndex {
 
 /// Line-wise match ignoring each line's leading/trailing whitespace. The span covers whole
 /// lines and ends before the last matched line's newline.
+///
+/// Comparing the wanted lines at every start line costs lines × wanted lines (an 80,000-line
+/// crafted input took 10 s), so the wanted lines are numbered and the sequence of numbers is
+/// searched with Knuth–Morris–Pratt: linear, and the same hits in the same order.
 fn find_trim(content: &str, lines: &LineIndex, old: &str) -> Found {
     let want: Vec<&str> = old.split('\n').map(str::trim).collect();
     let k = want.len();
     if k > lines.count() {
         return Found::None;
     }
+    let mut ids: HashMap<&str, usize> = HashMap::with_capacity(k);
+    let pattern: Vec<usize> = want
+        .iter()
+        .map(|w| {
+            let next = ids.len();
+            *ids.entry(w).or_insert(next)
+        })
+        .collect();
+    let fallback = prefix_function(&pattern);
     let mut hits = Vec::new();
-    for i in 0..=(lines.count() - k) {
-        let all = (0..k).all(|j| {
-            let (s, e) = lines.span(i + j);
-            content[s..e].trim() == want[j]
-        });
-        if all {
-            hits.push(i);
+    // How many wanted lines the lines just seen match.
+    let mut q = 0;
+    for i in 0..lines.count() {
+        let (s, e) = lines.span(i);
+        // A line that is none of the wanted ones breaks every partial match at once.
+        let Some(&id) = ids.get(content[s..e].trim()) else {
+            q = 0;
+            continue;
+        };
+        while q > 0 && pattern[q] != id {
+            q = fallback[q - 1];
+        }
+        if pattern[q] == id {
+            q += 1;
+        }
+        if q == k {
+            hits.push(i + 1 - k);
             if hits.len() >= MAX_COUNTED {
                 break;
             }
+            q = fallback[q - 1];
         }
     }
     match hits.as_slice() {
@@ -346,6 +402,23 @@ fn find_trim(content: &str, lines: &LineIndex, old: &str) -> Found {
         [i] => Found::One((lines.span(*i).0, lines.span(i + k - 1).1)),
         many => Found::Many(many.len()),
     }
+}
+
+/// The KMP prefix function: `out[i]` is the length of the longest proper prefix of
+/// `p[..=i]` that is also its suffix.
+fn prefix_function<T: PartialEq>(p: &[T]) -> Vec<usize> {
+    let mut out = vec![0; p.len()];
+    let mut q = 0;
+    for i in 1..p.len() {
+        while q > 0 && p[i] != p[q] {
+            q = out[q - 1];
+        }
+        if p[i] == p[q] {
+            q += 1;
+        }
+        out[i] = q;
+    }
+    out
 }
 
 /// The 1:1 punctuation folding of the unicode level.
@@ -519,6 +592,88 @@ mod tests {
         assert_eq!(r.content, "x b x b x");
         assert_eq!(r.matches.len(), 3);
         assert_eq!(r.applied, 1);
+    }
+
+    /// The search as it was before KMP: restart one character past each hit.
+    fn naive_overlapping(hay: &str, needle: &str) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut from = 0;
+        while let Some(p) = hay[from..].find(needle) {
+            let at = from + p;
+            out.push(at);
+            if out.len() >= MAX_COUNTED {
+                break;
+            }
+            from = at + hay[at..].chars().next().map_or(1, char::len_utf8);
+        }
+        out
+    }
+
+    /// The trim level as it was before KMP: compare the wanted lines at every start line.
+    fn naive_trim(content: &str, old: &str) -> Option<Vec<usize>> {
+        let lines: Vec<&str> = content.split('\n').map(str::trim).collect();
+        let want: Vec<&str> = old.split('\n').map(str::trim).collect();
+        if want.len() > lines.len() {
+            return None;
+        }
+        let hits: Vec<usize> = (0..=lines.len() - want.len())
+            .filter(|&i| lines[i..i + want.len()] == want[..])
+            .take(MAX_COUNTED)
+            .collect();
+        Some(hits)
+    }
+
+    /// Small strings over a tiny alphabet (multi-byte, whitespace and newlines included),
+    /// so borders, periods and overlaps are common.
+    fn random_text(seed: &mut u64, max_len: usize) -> String {
+        const ALPHABET: [&str; 6] = ["a", "b", " ", "\n", "é", "a\n"];
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let len = (*seed >> 33) as usize % (max_len + 1);
+        (0..len)
+            .map(|_| {
+                *seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ALPHABET[(*seed >> 33) as usize % ALPHABET.len()]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn linear_searches_agree_with_the_naive_ones() {
+        let mut seed = 7;
+        for _ in 0..20_000 {
+            let hay = random_text(&mut seed, 40);
+            let needle = random_text(&mut seed, 6);
+            if needle.is_empty() {
+                continue;
+            }
+            assert_eq!(
+                find_all_overlapping(&hay, &needle),
+                naive_overlapping(&hay, &needle),
+                "{hay:?} / {needle:?}"
+            );
+            let got = match find_trim(&hay, &LineIndex::new(&hay), &needle) {
+                Found::None => Some(vec![]),
+                Found::One((s, _)) => Some(vec![LineIndex::new(&hay).line_of(s)]),
+                Found::Many(n) => Some(vec![usize::MAX; n]),
+            };
+            let want = naive_trim(&hay, &needle).map(|h| match h.len() {
+                0 | 1 => h,
+                n => vec![usize::MAX; n],
+            });
+            assert_eq!(got, want.or(Some(vec![])), "{hay:?} / {needle:?}");
+        }
+        // The cap holds for both.
+        let hay = "a".repeat(3000);
+        assert_eq!(find_all_overlapping(&hay, "aa").len(), MAX_COUNTED);
+        let lines = "x\n".repeat(3000);
+        assert!(matches!(
+            find_trim(&lines, &LineIndex::new(&lines), "x"),
+            Found::Many(MAX_COUNTED)
+        ));
     }
 
     fn numbered(n: usize) -> String {

@@ -444,6 +444,7 @@ impl Sink for HitSink<'_> {
 /// Searches one file; `None` when it is binary (a NUL in its first 8 KiB) or unreadable.
 /// A NUL further in does not make a file binary, so the rest is searched as text.
 fn search_file(
+    ws: &Workspace,
     searcher: &mut Searcher,
     q: &Query,
     stop: &AtomicBool,
@@ -453,6 +454,10 @@ fn search_file(
 ) -> Option<FileHits> {
     let mut run = || -> std::io::Result<Option<FileHits>> {
         let mut file = File::open(path)?;
+        // A hard link to a blocked file is as unreadable as the file itself.
+        if ws.is_blocked_link(&file.metadata()?) {
+            return Ok(None);
+        }
         let mut head = vec![0u8; BINARY_SNIFF_BYTES];
         let mut filled = 0;
         let mut eof = false;
@@ -594,7 +599,8 @@ fn search(
                     if stop.load(Ordering::Relaxed) || cancel.is_cancelled() {
                         break;
                     }
-                    let hits = search_file(&mut searcher, q, stop, &files[i].open, 0, first_cap);
+                    let hits =
+                        search_file(ws, &mut searcher, q, stop, &files[i].open, 0, first_cap);
                     let lines = hits.as_ref().map_or(0, |h| h.events.len());
                     buffered.fetch_add(lines, Ordering::Relaxed);
                     *lock(&slots[i]) = Some(hits);
@@ -624,7 +630,7 @@ fn search(
             let done = match hits {
                 Some(h) => pager.feed(ws, file, h, |skip, cap| {
                     let no_stop = AtomicBool::new(false);
-                    search_file(&mut research, q, &no_stop, &file.open, skip, cap)
+                    search_file(ws, &mut research, q, &no_stop, &file.open, skip, cap)
                 }),
                 None => false,
             };

@@ -10,6 +10,7 @@ use serde_json::{Map, json};
 use super::FsTool;
 use super::read::path_failure;
 use super::walk::is_excluded_name;
+use super::write::is_temp_name;
 use super::{FsEnv, fail};
 use crate::tools::{ToolContext, ToolMode, ToolResult};
 
@@ -95,7 +96,8 @@ fn run_ls(env: &FsEnv, ctx: &ToolContext, args: LsArgs) -> ToolResult {
             excluded.push(shown);
             continue;
         }
-        if ignore.is_match(&name) {
+        // A write's temp file (left only by a killed writer) is not listed.
+        if ignore.is_match(&name) || is_temp_name(&name) {
             continue;
         }
         let Ok(ft) = item.file_type() else { continue };

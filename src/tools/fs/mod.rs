@@ -8,6 +8,7 @@ pub mod ls;
 pub mod patch;
 pub mod paths;
 pub mod read;
+pub mod root;
 pub mod state;
 pub mod walk;
 pub mod write;

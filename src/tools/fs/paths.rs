@@ -5,10 +5,14 @@
 //! inside a readable (or writable) root and outside every blocked path. That check is advisory:
 //! the authoritative one runs on the file actually opened (`openat2` with `RESOLVE_BENEATH`
 //! where the kernel has it, then the opened descriptor's `/proc/self/fd` path), so a symlink
-//! swapped in after the check is refused, not followed.
+//! swapped in after the check is refused, not followed. A file opened for reading that has
+//! more than one link is also refused when it is a blocked file under another name (a hard
+//! link placed in the workspace).
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use nix::fcntl::OFlag;
@@ -38,6 +42,14 @@ pub enum PathError {
         resolved: PathBuf,
         entry: PathBuf,
     },
+    #[error(
+        "path is blocked: {path} is a hard link to {entry}, which blocked_paths refuse everywhere"
+    )]
+    BlockedLink { path: String, entry: PathBuf },
+    #[error(
+        "path is blocked: {path} has other hard links, and the blocked path {entry} holds more than max_walk_entries entries to compare it with; raise max_walk_entries"
+    )]
+    LinkUnchecked { path: String, entry: PathBuf },
     #[error("{path}: no such file or directory")]
     NotFound { path: String },
     #[error("{path}: {msg}")]
@@ -75,7 +87,17 @@ pub struct Workspace {
     writable: Vec<PathBuf>,
     /// Blocked paths, both as configured and canonical (when they exist).
     blocked: Vec<PathBuf>,
+    /// `max_walk_entries`: the most entries the walk of the blocked paths for linked files
+    /// visits.
+    max_walk: usize,
+    /// `(dev, ino)` of every file with more than one link beneath the blocked paths, with
+    /// its path; collected the first time an opened file has more than one link. `Err`
+    /// names the blocked path whose walk went past `max_walk`.
+    linked: std::sync::OnceLock<Result<LinkedFiles, PathBuf>>,
 }
+
+/// `(dev, ino)` → path of the blocked files that have more than one link.
+type LinkedFiles = HashMap<(u64, u64), PathBuf>;
 
 /// Lexical normalization: `.` dropped, `..` pops (never above `/`).
 fn normalize(p: &Path) -> PathBuf {
@@ -144,6 +166,14 @@ impl Workspace {
                 msg: "not a directory".into(),
             });
         }
+        // Every caller resolves roots through `root::resolve`, which refuses `/`; this is the
+        // backstop for one that does not.
+        if root.parent().is_none() {
+            return Err(PathError::BadRoot {
+                root,
+                msg: "the filesystem root cannot be a workspace; name a project directory".into(),
+            });
+        }
         let writable = canonical_roots(&root, &settings.writable_roots);
         let mut readable = canonical_roots(&root, &settings.readable_roots);
         for w in &writable {
@@ -165,6 +195,8 @@ impl Workspace {
             readable,
             writable,
             blocked,
+            max_walk: settings.max_walk_entries,
+            linked: std::sync::OnceLock::new(),
         })
     }
 
@@ -275,7 +307,62 @@ impl Workspace {
         )?;
         let real = fd_path(&fd).map_err(|e| PathError::io(path, e))?;
         self.check_opened(path, &real, &self.readable, "readable_roots")?;
-        Ok((File::from(fd), real))
+        let file = File::from(fd);
+        let meta = file.metadata().map_err(|e| PathError::io(path, e))?;
+        self.check_links(path, &meta)?;
+        Ok((file, real))
+    }
+
+    /// Refuses an opened file that is a blocked file under another name: with more than one
+    /// link, its `(dev, ino)` is looked up among the blocked paths' linked files.
+    pub fn check_links(&self, path: &str, meta: &std::fs::Metadata) -> Result<(), PathError> {
+        if !meta.is_file() || meta.nlink() < 2 {
+            return Ok(());
+        }
+        match self.linked.get_or_init(|| self.collect_linked()) {
+            Ok(map) => match map.get(&(meta.dev(), meta.ino())) {
+                Some(entry) => Err(PathError::BlockedLink {
+                    path: path.to_string(),
+                    entry: entry.clone(),
+                }),
+                None => Ok(()),
+            },
+            Err(entry) => Err(PathError::LinkUnchecked {
+                path: path.to_string(),
+                entry: entry.clone(),
+            }),
+        }
+    }
+
+    /// Whether an opened file must not be read because it is a link to a blocked file (or
+    /// cannot be told apart from one): `check_links` for the walkers.
+    pub fn is_blocked_link(&self, meta: &std::fs::Metadata) -> bool {
+        self.check_links("", meta).is_err()
+    }
+
+    fn collect_linked(&self) -> Result<LinkedFiles, PathBuf> {
+        let mut out = HashMap::new();
+        let mut seen = 0usize;
+        for b in &self.blocked {
+            let mut stack = vec![b.clone()];
+            while let Some(p) = stack.pop() {
+                let Ok(m) = std::fs::symlink_metadata(&p) else {
+                    continue;
+                };
+                seen += 1;
+                if seen > self.max_walk {
+                    return Err(b.clone());
+                }
+                if m.is_dir() {
+                    for e in std::fs::read_dir(&p).into_iter().flatten().flatten() {
+                        stack.push(e.path());
+                    }
+                } else if m.is_file() && m.nlink() > 1 {
+                    out.insert((m.dev(), m.ino()), p);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Opens the directory that will hold `abs` (a path from `resolve_write`) for `*at`
@@ -297,6 +384,8 @@ impl Workspace {
         )?;
         let real = fd_path(&fd).map_err(|e| PathError::io(path, e))?;
         self.check_opened(path, &real.join(name), &self.writable, "writable_roots")?;
+        // A sandboxed command running now must not take what this tool writes for its own.
+        crate::sandbox::protect::note_tool_write(&self.root, &real.join(name));
         Ok((fd, name.to_os_string()))
     }
 
@@ -517,6 +606,36 @@ mod tests {
         assert!(load(vec![("require_read_before_write", "maybe")]).is_err());
         assert!(load(vec![("blocked_paths", r#"[""]"#)]).is_err());
         assert!(load(vec![("max_output_chars", "2000000")]).is_err());
+    }
+
+    #[test]
+    fn a_hard_link_to_a_blocked_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("secret")).unwrap();
+        std::fs::write(dir.path().join("secret/key"), "k").unwrap();
+        std::fs::hard_link(dir.path().join("secret/key"), dir.path().join("innocent")).unwrap();
+        std::fs::write(dir.path().join("a"), "a").unwrap();
+        std::fs::hard_link(dir.path().join("a"), dir.path().join("b")).unwrap();
+        let ws = Workspace::new(dir.path(), &settings()).unwrap();
+        assert!(matches!(
+            ws.open_read("innocent"),
+            Err(PathError::BlockedLink { .. })
+        ));
+        assert!(
+            ws.open_read("b").is_ok(),
+            "other linked files stay readable"
+        );
+        // Too many entries to compare with: refused rather than guessed.
+        let mut s = settings();
+        s.max_walk_entries = 1;
+        std::fs::write(dir.path().join("secret/other"), "o").unwrap();
+        let ws = Workspace::new(dir.path(), &s).unwrap();
+        assert!(matches!(
+            ws.open_read("b"),
+            Err(PathError::LinkUnchecked { .. })
+        ));
+        std::fs::write(dir.path().join("c"), "c").unwrap();
+        assert!(ws.open_read("c").is_ok(), "single-link files need no walk");
     }
 
     #[test]

@@ -149,7 +149,9 @@ fn too_large(path: &str, size: u64, max: u64) -> ToolResult {
 pub(crate) fn path_failure(e: PathError) -> ToolResult {
     let code = match &e {
         PathError::Escapes { .. } => "path_escapes",
-        PathError::Blocked { .. } => "path_blocked",
+        PathError::Blocked { .. }
+        | PathError::BlockedLink { .. }
+        | PathError::LinkUnchecked { .. } => "path_blocked",
         PathError::NotFound { .. } => "not_found",
         PathError::Empty { .. } => "invalid_path",
         PathError::Io { .. } | PathError::BadRoot { .. } => "io",

@@ -16,6 +16,7 @@ use ignore::{WalkBuilder, WalkState};
 use tokio_util::sync::CancellationToken;
 
 use super::paths::Workspace;
+use super::write::is_temp_name;
 
 /// Directory (or file) names skipped at any depth below the search root.
 pub const EXCLUDED_NAMES: &[&str] = &[
@@ -158,7 +159,8 @@ pub fn walk_files(ws: &Workspace, spec: &WalkSpec<'_>, cancel: &CancellationToke
         .filter_entry(move |e| {
             // The root (depth 0) never reaches the filter, so a search rooted inside an
             // excluded directory still runs.
-            if is_excluded_name(e.file_name()) {
+            // A write's temp file (left only by a killed writer) is nobody's content.
+            if is_excluded_name(e.file_name()) || is_temp_name(e.file_name()) {
                 return false;
             }
             // Directories are checked against blocked paths here so blocked subtrees are

@@ -1,5 +1,6 @@
 //! `write_file` and `edit_file`, the read-before-write gate they share with `apply_patch`,
-//! and the atomic replace (same-directory temp file, target's mode bits, fsync, rename).
+//! and the atomic replace (an unnamed `O_TMPFILE` file in the same directory, the target's
+//! mode bits, fsync, link and rename).
 
 // Failures are the `ToolResult` handed back to the model (a cold path), so the large `Err`
 // variant costs nothing worth boxing for.
@@ -7,7 +8,7 @@
 
 use std::ffi::OsStr;
 use std::io::Write;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{Mode, SFlag};
+use nix::unistd::UnlinkatFlags;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -140,6 +142,65 @@ pub(crate) fn read_existing(
 
 static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// Temp names are `.outrigger-<pid>-<n>.tmp`.
+const TEMP_PREFIX: &str = ".outrigger-";
+const TEMP_SUFFIX: &str = ".tmp";
+
+fn temp_name() -> String {
+    format!(
+        "{TEMP_PREFIX}{}-{}{TEMP_SUFFIX}",
+        std::process::id(),
+        TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The pid in a name of the form `.outrigger-<pid>-<n>.tmp`, or `None` for any other name.
+/// Exact, so that no file of the user's is ever taken for one of ours.
+fn temp_pid(name: &OsStr) -> Option<i32> {
+    let mid = name
+        .to_str()?
+        .strip_prefix(TEMP_PREFIX)?
+        .strip_suffix(TEMP_SUFFIX)?;
+    let (pid, seq) = mid.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(pid) && digits(seq))
+        .then(|| pid.parse().ok())
+        .flatten()
+}
+
+/// Whether `name` is one of `atomic_write`'s temp files (left behind only by a process killed
+/// mid-write): `glob`, `grep` and `ls` do not show them.
+pub fn is_temp_name(name: &OsStr) -> bool {
+    temp_pid(name).is_some()
+}
+
+/// Removes the temp files a killed writer left in `dir`: those whose pid is no live process
+/// (a live one may be another sidecar's write in progress). Best effort.
+fn remove_stale_temps(dir: &OwnedFd) {
+    use std::os::fd::AsRawFd;
+    // Listed through the descriptor's /proc link, so it is the directory already verified.
+    let Ok(listing) = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd())) else {
+        return;
+    };
+    let stale: Vec<std::ffi::OsString> = listing
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|name| {
+            temp_pid(name).is_some_and(|pid| {
+                pid > 0
+                    && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                        == Err(nix::errno::Errno::ESRCH)
+            })
+        })
+        .collect();
+    for name in stale {
+        match nix::unistd::unlinkat(dir, name.as_os_str(), UnlinkatFlags::NoRemoveDir) {
+            Ok(()) => tracing::info!("removed {name:?}, left by a writer that was killed"),
+            Err(e) => tracing::debug!("cannot remove the stale temp file {name:?}: {e}"),
+        }
+    }
+}
+
 /// A test hook: with `OUTRIGGER_DEBUG_METHODS=1`, a write whose target file name equals
 /// `OUTRIGGER_DEBUG_FAIL_RENAME` fails just before the rename (exercises cleanup/rollback).
 fn injected_rename_failure(name: &OsStr) -> bool {
@@ -152,8 +213,64 @@ fn injected_rename_failure(name: &OsStr) -> bool {
     target.as_deref().is_some_and(|t| OsStr::new(t) == name)
 }
 
-/// Replaces `abs` with `bytes` atomically: a temp file in the same (verified) directory,
-/// given the target's mode bits, fsynced and renamed into place; removed on failure.
+/// The file being written: unnamed (`O_TMPFILE`, so a kill mid-write leaves nothing), or
+/// named where the filesystem cannot do that.
+enum Temp {
+    Unnamed(std::fs::File),
+    Named(std::fs::File, String),
+}
+
+impl Temp {
+    fn file(&mut self) -> &mut std::fs::File {
+        match self {
+            Temp::Unnamed(f) | Temp::Named(f, _) => f,
+        }
+    }
+}
+
+fn open_unnamed(dir: &OwnedFd) -> Option<Temp> {
+    // Not O_EXCL: that would forbid the linkat that names it.
+    nix::fcntl::openat(
+        dir.as_fd(),
+        ".",
+        OFlag::O_TMPFILE | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o666),
+    )
+    .ok()
+    .map(|fd| Temp::Unnamed(std::fs::File::from(fd)))
+}
+
+fn open_named(dir: &OwnedFd) -> nix::Result<Temp> {
+    let tmp = temp_name();
+    let fd = nix::fcntl::openat(
+        dir.as_fd(),
+        tmp.as_str(),
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+        Mode::from_bits_truncate(0o666),
+    )?;
+    Ok(Temp::Named(std::fs::File::from(fd), tmp))
+}
+
+/// Gives an unnamed file `name` in `dir` (which must not exist) through its `/proc/self/fd`
+/// link: `linkat` with `AT_EMPTY_PATH` would need CAP_DAC_READ_SEARCH.
+fn link_unnamed(f: &std::fs::File, dir: &OwnedFd, name: &OsStr) -> nix::Result<()> {
+    use std::os::fd::AsRawFd;
+    let proc_path = format!("/proc/self/fd/{}", f.as_raw_fd());
+    nix::unistd::linkat(
+        nix::fcntl::AT_FDCWD,
+        proc_path.as_str(),
+        dir.as_fd(),
+        name,
+        AtFlags::AT_SYMLINK_FOLLOW,
+    )
+}
+
+/// Replaces `abs` with `bytes` atomically, keeping the target's mode bits: the bytes go to an
+/// `O_TMPFILE` (unnamed) file in the same (verified) directory, fsynced, then linked in under
+/// a temp name and renamed over the target (a new target is linked in directly). A kill while
+/// writing leaves nothing; only the instant between link and rename leaves a temp name. A
+/// filesystem without `O_TMPFILE` gets a named temp file from the start. Temp names are
+/// hidden from glob/grep/ls, and stale ones are removed by the next write into the directory.
 pub(crate) fn atomic_write(
     ws: &Workspace,
     path: &str,
@@ -186,20 +303,13 @@ pub(crate) fn atomic_write(
         }
         Err(_) => None,
     };
-    let tmp = format!(
-        ".outrigger-{}-{}.tmp",
-        std::process::id(),
-        TEMP_SEQ.fetch_add(1, Ordering::Relaxed)
-    );
-    let fd = nix::fcntl::openat(
-        dir.as_fd(),
-        tmp.as_str(),
-        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
-        Mode::from_bits_truncate(0o666),
-    )
-    .map_err(|e| io("creating a temp file beside it", &e))?;
+    remove_stale_temps(&dir);
+    let mut temp = match open_unnamed(&dir) {
+        Some(t) => t,
+        None => open_named(&dir).map_err(|e| io("creating a temp file beside it", &e))?,
+    };
     let written = (|| -> Result<(), ToolResult> {
-        let mut f = std::fs::File::from(fd);
+        let f = temp.file();
         f.write_all(bytes).map_err(|e| io("writing", &e))?;
         if let Some(m) = mode {
             f.set_permissions(std::fs::Permissions::from_mode(m))
@@ -212,8 +322,26 @@ pub(crate) fn atomic_write(
                 &"injected failure (OUTRIGGER_DEBUG_FAIL_RENAME)",
             ));
         }
-        nix::fcntl::renameat(dir.as_fd(), tmp.as_str(), dir.as_fd(), name.as_os_str())
-            .map_err(|e| io("renaming into place", &e))
+        let rename = |tmp: &str| {
+            nix::fcntl::renameat(dir.as_fd(), tmp, dir.as_fd(), name.as_os_str())
+                .map_err(|e| io("renaming into place", &e))
+        };
+        match &temp {
+            Temp::Named(_, tmp) => rename(tmp),
+            Temp::Unnamed(f) => {
+                // A new file is linked in under its own name: no temp name at all. EEXIST (it
+                // appeared meanwhile) falls through to the replace path.
+                if mode.is_none() && link_unnamed(f, &dir, &name).is_ok() {
+                    return Ok(());
+                }
+                let tmp = temp_name();
+                link_unnamed(f, &dir, OsStr::new(&tmp))
+                    .map_err(|e| io("linking the written file into its directory", &e))?;
+                rename(&tmp).inspect_err(|_| {
+                    let _ = nix::unistd::unlinkat(&dir, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
+                })
+            }
+        }
     })();
     match written {
         Ok(()) => {
@@ -222,11 +350,9 @@ pub(crate) fn atomic_write(
             Ok(())
         }
         Err(r) => {
-            let _ = nix::unistd::unlinkat(
-                dir.as_fd(),
-                tmp.as_str(),
-                nix::unistd::UnlinkatFlags::NoRemoveDir,
-            );
+            if let Temp::Named(_, tmp) = &temp {
+                let _ = nix::unistd::unlinkat(&dir, tmp.as_str(), UnlinkatFlags::NoRemoveDir);
+            }
             Err(r)
         }
     }
@@ -461,4 +587,31 @@ fn edit_file(env: &FsEnv, ctx: &ToolContext, args: EditArgs) -> ToolResult {
             "matches",
             serde_json::to_value(&plan.outcome.matches).unwrap_or(Value::Null),
         )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temp_names_are_recognised_exactly() {
+        let name = temp_name();
+        assert!(is_temp_name(OsStr::new(&name)), "{name}");
+        assert_eq!(
+            temp_pid(OsStr::new(&name)),
+            i32::try_from(std::process::id()).ok()
+        );
+        assert_eq!(temp_pid(OsStr::new(".outrigger-12-0.tmp")), Some(12));
+        for other in [
+            ".outrigger-12.tmp",
+            ".outrigger--0.tmp",
+            ".outrigger-12-0.tmp~",
+            ".outrigger-1x-0.tmp",
+            "outrigger-12-0.tmp",
+            ".outrigger-12-0.TMP",
+            ".outrigger-99999999999-0.tmp",
+        ] {
+            assert!(!is_temp_name(OsStr::new(other)), "{other}");
+        }
+    }
 }

@@ -168,8 +168,9 @@ fn failure(
 ///
 /// `max_capture` bounds the bytes kept from each of stdout and stderr; output beyond it is
 /// read and discarded (so the child never blocks on a full pipe), and a stdout that overflowed
-/// is reported as `output_too_large` since its envelope cannot be trusted. The child inherits
-/// the sidecar's environment plus `spec.env`.
+/// is reported as `output_too_large` since its envelope cannot be trusted. The child gets the
+/// sidecar's environment scrubbed like bash's (`bash_env_inherit`/`_deny`/`_allow` and the
+/// secret-name patterns) plus `spec.env`.
 pub async fn run_tool(
     spec: &PluginToolSpec,
     args: &Value,
@@ -186,9 +187,11 @@ pub async fn run_tool(
 /// [`run_tool`] with the call's sandbox request; also returns the `_sandbox` marker the call
 /// ran under (`None` when no sandbox service is installed, e.g. in unit tests).
 ///
-/// Plugin executables run through the sandbox launcher (no PID namespace: a plugin may report
-/// its own pids); without an installed service they run directly, still in their own group
-/// with a death signal.
+/// Plugin executables run through the sandbox launcher in a PID namespace of their own, like
+/// bash: whatever they start (`setsid`, double fork) dies with the call, and with the sidecar.
+/// (So `$$` is a namespace pid.) They also get a pids cgroup or `RLIMIT_NPROC`
+/// (`sandbox_max_processes`). Without an installed service they run directly, still in
+/// their own group with a death signal.
 pub async fn run_sandboxed(
     spec: &PluginToolSpec,
     args: &Value,
@@ -245,19 +248,27 @@ async fn run_inner(
         },
         None => None,
     };
-    let (launch, launcher) = match &sandbox {
+    // Undoes what the plugin left on the workspace's protected names; declared before the
+    // spawned group so it runs (on drop) after the group is gone.
+    let mut _protect_guard = None;
+    let (launch, launcher, cgroup) = match &sandbox {
         Some(sb) => match sb
-            .prepare(cwd, request, tmp.as_ref().map(PrivateTmp::path), false)
+            .prepare(cwd, request, tmp.as_ref().map(PrivateTmp::path), true)
             .await
         {
-            Ok(p) => (p.launch, sb.launcher().map(Path::to_path_buf)),
+            Ok(mut p) => {
+                // The plugin's own directory stays readable although `$OUTRIGGER_HOME` is not.
+                p.reveal(spec.exec.parent().map(Path::to_path_buf));
+                _protect_guard = p.guard.take();
+                (p.launch, sb.launcher().map(Path::to_path_buf), p.cgroup)
+            }
             Err(e) => {
                 return ExecOutcome::SpawnFailed {
                     message: format!("the sandbox refused to run {}: {e}", spec.exec.display()),
                 };
             }
         },
-        None => (None, None),
+        None => (None, None, None),
     };
     let mut extra_env: Vec<(OsString, OsString)> =
         spec.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
@@ -270,11 +281,15 @@ async fn run_inner(
         program: spec.exec.clone(),
         args: spec.args.iter().map(OsString::from).collect(),
         cwd: cwd.to_path_buf(),
-        env: None,
+        // The sidecar's environment scrubbed like bash's (`bash_env_*`, secret names).
+        env: Some(crate::sandbox::secrets::command_env(
+            sandbox.as_ref().and_then(|sb| sb.settings()).as_ref(),
+        )),
         extra_env,
         stdin: Stdio::piped(),
         launch,
         launcher,
+        cgroup,
     };
 
     let start = Instant::now();

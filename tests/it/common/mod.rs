@@ -33,6 +33,8 @@ pub struct Opts {
     pub env: Vec<(String, String)>,
     pub home: Option<tempfile::TempDir>,
     pub wait_ready: bool,
+    /// The sidecar's working directory (default: the test's).
+    pub cwd: Option<PathBuf>,
 }
 
 impl Default for Opts {
@@ -42,6 +44,7 @@ impl Default for Opts {
             env: vec![],
             home: None,
             wait_ready: true,
+            cwd: None,
         }
     }
 }
@@ -67,6 +70,9 @@ impl Sidecar {
         cmd.args(&opts.args);
         for (k, v) in &opts.env {
             cmd.env(k, v);
+        }
+        if let Some(dir) = &opts.cwd {
+            cmd.current_dir(dir);
         }
         let mut child = cmd
             .stdin(Stdio::piped())

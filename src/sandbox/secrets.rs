@@ -1,0 +1,293 @@
+//! What sandboxed commands and plugin executables must not see: the sidecar's own home
+//! (`$OUTRIGGER_HOME`: the store with every workspace's transcripts, plugin manifests with
+//! their keys, spill files of other sessions), the credential locations of
+//! [`crate::config::keys::BUILTIN_BLOCKED_PATHS`] plus the config's `blocked_paths`, and
+//! secret-looking environment variables.
+
+use std::ffi::OsString;
+use std::path::{Component, Path, PathBuf};
+
+/// Environment variable name patterns (`*` wildcard, matched case-insensitively) removed
+/// from every sandboxed command's and plugin executable's environment, whatever the config
+/// says (only `bash_env_allow` lets a name through).
+pub const SECRET_ENV_PATTERNS: &[&str] = &[
+    "*KEY*",
+    "*SECRET*",
+    "*TOKEN*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*CREDENTIAL*",
+    "*AUTH*",
+    "*COOKIE*",
+    "*SESSION*",
+    "OUTRIGGER_*",
+];
+
+/// What `bash_env_inherit = "core"` keeps.
+pub const CORE_ENV: &[&str] = &[
+    "PATH", "HOME", "USER", "SHELL", "LANG", "LC_*", "TERM", "TMPDIR", "TZ",
+];
+
+/// Variables removed whatever the lists say: they make a non-interactive bash read files.
+const ALWAYS_REMOVED: &[&str] = &["BASH_ENV", "ENV"];
+
+/// `bash_env_inherit`: which of the sidecar's variables a command starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EnvInherit {
+    /// Everything, minus the secret patterns and `bash_env_deny`.
+    #[default]
+    All,
+    /// Only [`CORE_ENV`] (minus `bash_env_deny`).
+    Core,
+    /// Nothing.
+    None,
+}
+
+impl EnvInherit {
+    pub const CHOICES: &'static [&'static str] = &["all", "core", "none"];
+
+    pub fn parse(s: &str) -> Option<EnvInherit> {
+        match s {
+            "all" => Some(EnvInherit::All),
+            "core" => Some(EnvInherit::Core),
+            "none" => Some(EnvInherit::None),
+            _ => None,
+        }
+    }
+}
+
+/// Whether `name` matches a `*`-wildcard pattern, ASCII case-insensitively.
+pub fn wildcard(pattern: &str, name: &str) -> bool {
+    let pattern = pattern.to_ascii_uppercase();
+    let name = name.to_ascii_uppercase();
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == name;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// The environment a command gets from `vars`: an `allow` pattern keeps a name whatever else
+/// says (except `BASH_ENV`/`ENV`, always removed); otherwise `inherit` decides what is
+/// considered, and the secret patterns and `deny` remove from that. Names that are not UTF-8
+/// are matched on their lossy form.
+pub fn scrub_env(
+    vars: impl Iterator<Item = (OsString, OsString)>,
+    inherit: EnvInherit,
+    deny: &[String],
+    allow: &[String],
+) -> Vec<(OsString, OsString)> {
+    vars.filter(|(k, _)| {
+        let name = k.to_string_lossy();
+        if ALWAYS_REMOVED.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
+            return false;
+        }
+        if allow.iter().any(|p| wildcard(p, &name)) {
+            return true;
+        }
+        let considered = match inherit {
+            EnvInherit::All => true,
+            EnvInherit::Core => CORE_ENV.iter().any(|p| wildcard(p, &name)),
+            EnvInherit::None => false,
+        };
+        considered
+            && !SECRET_ENV_PATTERNS.iter().any(|p| wildcard(p, &name))
+            && !deny.iter().any(|p| wildcard(p, &name))
+    })
+    .collect()
+}
+
+/// The sidecar's own environment as a command gets it under `settings` (the built-in
+/// defaults when there are none).
+pub fn command_env(settings: Option<&crate::config::Settings>) -> Vec<(OsString, OsString)> {
+    match settings {
+        Some(s) => scrub_env(
+            std::env::vars_os(),
+            s.bash_env_inherit,
+            &s.bash_env_deny,
+            &s.bash_env_allow,
+        ),
+        None => scrub_env(std::env::vars_os(), EnvInherit::All, &[], &[]),
+    }
+}
+
+/// `$OUTRIGGER_HOME/spill/<stream>`: the current session's spilled tool output, the one
+/// part of the home a command may read. `None` for a stream id that is not a single plain
+/// path component.
+pub fn spill_dir(home: &Path, stream_id: &str) -> Option<PathBuf> {
+    let mut parts = Path::new(stream_id).components();
+    match (parts.next(), parts.next()) {
+        (Some(Component::Normal(_)), None) => Some(home.join("spill").join(stream_id)),
+        _ => None,
+    }
+}
+
+/// The hidden list for a command in `workspace`: each entry made absolute (relative entries
+/// are relative to the workspace, like the file tools' `blocked_paths`), and a hidden
+/// directory that contains the workspace replaced by its entries that do not (recursively),
+/// so a workspace kept under `$OUTRIGGER_HOME` still works while its siblings stay hidden.
+pub fn hidden_for(workspace: &Path, hidden: &[PathBuf]) -> Vec<PathBuf> {
+    let ws = super::landlock_layer::canonical(workspace);
+    let mut out: Vec<PathBuf> = Vec::new();
+    for h in hidden {
+        let abs = if h.is_absolute() {
+            h.clone()
+        } else {
+            workspace.join(h)
+        };
+        let c = super::landlock_layer::canonical(&abs);
+        if ws.starts_with(&c) && ws != c {
+            carve(&c, &ws, &mut out);
+        } else {
+            out.push(c);
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Pushes the entries of `dir` (recursively along the way to `keep`) except those leading
+/// to `keep`.
+fn carve(dir: &Path, keep: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p == keep {
+            continue;
+        }
+        if keep.starts_with(&p) {
+            carve(&p, keep, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: Vec<(OsString, OsString)>) -> Vec<String> {
+        v.into_iter()
+            .map(|(k, _)| k.into_string().unwrap())
+            .collect()
+    }
+
+    fn vars(list: &[&str]) -> Vec<(OsString, OsString)> {
+        list.iter()
+            .map(|k| (OsString::from(k), OsString::from("v")))
+            .collect()
+    }
+
+    #[test]
+    fn secret_names_go_in_any_case() {
+        let v = vars(&[
+            "PATH",
+            "AWS_SECRET_ACCESS_KEY",
+            "DB_PASSWORD",
+            "openai_api_key",
+            "GITHUB_TOKEN",
+            "SSH_AUTH_SOCK",
+            "my_Session_id",
+            "npm_config_cookie",
+            "DB_PASSWD",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "OUTRIGGER_HOME",
+            "outrigger_debug_methods",
+            "BASH_ENV",
+            "LANG",
+            "EDITOR",
+        ]);
+        let kept = names(scrub_env(v.into_iter(), EnvInherit::All, &[], &[]));
+        assert_eq!(kept, ["PATH", "LANG", "EDITOR"]);
+    }
+
+    #[test]
+    fn inherit_levels_deny_and_allow() {
+        let v = vars(&[
+            "PATH",
+            "HOME",
+            "LC_ALL",
+            "TZ",
+            "EDITOR",
+            "MY_API_KEY",
+            "CUSTOM",
+            "bash_env",
+        ]);
+        let core = names(scrub_env(v.clone().into_iter(), EnvInherit::Core, &[], &[]));
+        assert_eq!(core, ["PATH", "HOME", "LC_ALL", "TZ"]);
+        let none = names(scrub_env(
+            v.clone().into_iter(),
+            EnvInherit::None,
+            &[],
+            &["custom".into()],
+        ));
+        assert_eq!(none, ["CUSTOM"]);
+        let all = names(scrub_env(
+            v.into_iter(),
+            EnvInherit::All,
+            &["EDIT*".into()],
+            &["my_api_*".into(), "BASH_ENV".into()],
+        ));
+        assert_eq!(
+            all,
+            ["PATH", "HOME", "LC_ALL", "TZ", "MY_API_KEY", "CUSTOM"]
+        );
+    }
+
+    #[test]
+    fn wildcards() {
+        assert!(wildcard("*_TOKEN", "gh_token"));
+        assert!(!wildcard("*_TOKEN", "TOKENS"));
+        assert!(wildcard("A*B*C", "AxxBxxC"));
+        assert!(!wildcard("A*B*C", "AC"));
+        assert!(wildcard("EXACT", "exact"));
+        assert!(wildcard("*KEY*", "KEY"));
+    }
+
+    #[test]
+    fn spill_dirs_are_one_component() {
+        let h = Path::new("/h");
+        assert_eq!(spill_dir(h, "s1"), Some(PathBuf::from("/h/spill/s1")));
+        assert_eq!(spill_dir(h, "../x"), None);
+        assert_eq!(spill_dir(h, "a/b"), None);
+        assert_eq!(spill_dir(h, ""), None);
+        assert_eq!(spill_dir(h, "/abs"), None);
+    }
+
+    #[test]
+    fn a_hidden_dir_holding_the_workspace_is_carved_around_it() {
+        let d = tempfile::tempdir().unwrap();
+        let home = super::super::landlock_layer::canonical(d.path());
+        std::fs::create_dir_all(home.join("work/ws")).unwrap();
+        std::fs::create_dir_all(home.join("work/other")).unwrap();
+        std::fs::write(home.join("outrigger.db"), "").unwrap();
+        let got = hidden_for(
+            &home.join("work/ws"),
+            &[home.clone(), PathBuf::from("rel"), PathBuf::from("/x/y")],
+        );
+        assert_eq!(
+            got,
+            vec![
+                home.join("outrigger.db"),
+                home.join("work/other"),
+                home.join("work/ws/rel"),
+                PathBuf::from("/x/y"),
+            ]
+        );
+    }
+}
