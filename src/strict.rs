@@ -89,7 +89,9 @@ pub fn decode<T: DeserializeOwned>(v: &Value) -> Result<T, Invalid> {
 
 /// As `decode`, with `prefix` (e.g. `messages[2]`) in front of every path in the message.
 pub fn decode_at<T: DeserializeOwned>(v: &Value, prefix: &str) -> Result<T, Invalid> {
-    serde_path_to_error::deserialize(v).map_err(|e| describe(&e, v, prefix)).map_err(Invalid::from)
+    serde_path_to_error::deserialize(v)
+        .map_err(|e| describe(&e, v, prefix))
+        .map_err(Invalid::from)
 }
 
 /// The field names (aliases included) a derived `Deserialize` struct accepts. For a type

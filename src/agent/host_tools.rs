@@ -79,13 +79,19 @@ pub fn parse(v: &Value, reserved: &[&str]) -> Result<HostTools, Invalid> {
         };
         let f = match outer.get("function") {
             Some(Value::Object(f)) => f,
-            Some(_) => return Err(Invalid::from(format!("tools[{i}].function must be an object"))),
+            Some(_) => {
+                return Err(Invalid::from(format!(
+                    "tools[{i}].function must be an object"
+                )));
+            }
             None => outer,
         };
         if let Some(t) = outer.get("type").and_then(Value::as_str)
             && t != "function"
         {
-            return Err(Invalid::from(format!("tools[{i}].type must be \"function\", got \"{t}\"")));
+            return Err(Invalid::from(format!(
+                "tools[{i}].type must be \"function\", got \"{t}\""
+            )));
         }
         let name = f
             .get("name")
@@ -102,7 +108,9 @@ pub fn parse(v: &Value, reserved: &[&str]) -> Result<HostTools, Invalid> {
             )));
         }
         if !seen.insert(name.to_string()) {
-            return Err(Invalid::from(format!("tools[{i}].function.name '{name}' is listed twice")));
+            return Err(Invalid::from(format!(
+                "tools[{i}].function.name '{name}' is listed twice"
+            )));
         }
         let description = match f.get("description") {
             None | Some(Value::Null) => String::new(),
@@ -112,7 +120,11 @@ pub fn parse(v: &Value, reserved: &[&str]) -> Result<HostTools, Invalid> {
                     "tools[{i}].function.description is longer than {MAX_DESCRIPTION_CHARS} characters"
                 )));
             }
-            Some(_) => return Err(Invalid::from(format!("tools[{i}].function.description must be a string"))),
+            Some(_) => {
+                return Err(Invalid::from(format!(
+                    "tools[{i}].function.description must be a string"
+                )));
+            }
         };
         let parameters = match f.get("parameters") {
             None | Some(Value::Null) => json!({"type": "object", "properties": {}}),

@@ -93,9 +93,11 @@ impl CompatOverrides {
                 "compat must be an object of flags, got {v}; see compat.describe"
             )));
         }
-        CompatOverrides::deserialize(v).map_err(|e| {
-            format!("invalid compat flags: {e}; compat.describe lists the keys and their types")
-        }).map_err(Invalid::from)
+        CompatOverrides::deserialize(v)
+            .map_err(|e| {
+                format!("invalid compat flags: {e}; compat.describe lists the keys and their types")
+            })
+            .map_err(Invalid::from)
     }
 
     fn apply(self, f: &mut CompatFlags) {

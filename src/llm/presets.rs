@@ -187,7 +187,9 @@ impl PresetMode {
         match obj.get("enabled") {
             None | Some(Value::Bool(true)) => Ok(PresetMode::Auto),
             Some(Value::Bool(false)) => Ok(PresetMode::Off),
-            Some(other) => Err(Invalid::from(format!("presets.enabled must be a boolean, got {other}"))),
+            Some(other) => Err(Invalid::from(format!(
+                "presets.enabled must be a boolean, got {other}"
+            ))),
         }
     }
 
