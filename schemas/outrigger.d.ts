@@ -1698,7 +1698,8 @@ export type ToolFunctionSpec = {
  */
 export type ToolInvokeContext = {
   /**
-   * The absolute workspace directory the tool runs in (default: the process's cwd).
+   * The absolute workspace directory the tool runs in (never `/`). Default: config
+   * `workspace_root`, else the process's cwd unless that is `/` or `$HOME` (then refused).
    */
   cwd?: string | null;
   /**

@@ -76,7 +76,8 @@ pub struct ToolList(pub Vec<ToolDescriptor>);
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolInvokeContext {
-    /// The absolute workspace directory the tool runs in (default: the process's cwd).
+    /// The absolute workspace directory the tool runs in (never `/`). Default: config
+    /// `workspace_root`, else the process's cwd unless that is `/` or `$HOME` (then refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -311,7 +311,7 @@ fn replace_lone_surrogates(text: &str) -> (Option<String>, usize) {
     let mut copied = 0;
     let mut count = 0;
     let mut i = 0;
-    while let Some(p) = memchr::memchr(b'\\', &b[i..]) {
+    while let Some(p) = b.get(i..).and_then(|rest| memchr::memchr(b'\\', rest)) {
         let at = i + p;
         let Some(u) = unit(at) else {
             // Any other escape (`\\` included) is two bytes.

@@ -83,28 +83,6 @@ fn hooks_and_config_a_sandboxed_git_init_leaves_never_run_on_the_next_commit() {
         tr["data"]["stdout"], ".git/hooks/pre-commit\n.githooks\n",
         "the command itself did all of it: {tr}"
     );
-    let cleanup = tr["data"]["protectedCleanup"].to_string();
-    for needle in [
-        "pre-commit",
-        "post-commit",
-        "core.hookspath",
-        "core.fsmonitor",
-        "core.sshcommand",
-        "filter.x.clean",
-        "include.path",
-        ".mcp.json",
-        ".envrc",
-        ".vscode",
-    ] {
-        assert!(cleanup.contains(needle), "{needle} not reported: {tr}");
-    }
-    // The repository and the work stay; the other protected names are gone.
-    assert!(ws.path().join(".git/HEAD").exists());
-    assert!(ws.path().join("f.txt").exists());
-    for n in [".mcp.json", ".envrc", ".vscode"] {
-        assert!(!ws.path().join(n).exists(), "{n} left behind");
-    }
-
     // The user's next commit, outside the sandbox.
     let add = git(ws.path(), &["add", "-A"]);
     assert!(add.status.success(), "{add:?}");
@@ -127,6 +105,28 @@ fn hooks_and_config_a_sandboxed_git_init_leaves_never_run_on_the_next_commit() {
         "ssh",
     ] {
         assert!(!mark(n).exists(), "{n} ran outside the sandbox");
+    }
+    // And the result said what was undone.
+    let cleanup = tr["data"]["protectedCleanup"].to_string();
+    for needle in [
+        "pre-commit",
+        "post-commit",
+        "core.hookspath",
+        "core.fsmonitor",
+        "core.sshcommand",
+        "filter.x.clean",
+        "include.path",
+        ".mcp.json",
+        ".envrc",
+        ".vscode",
+    ] {
+        assert!(cleanup.contains(needle), "{needle} not reported: {tr}");
+    }
+    // The other protected names are gone.
+    assert!(ws.path().join(".git/HEAD").exists());
+    assert!(ws.path().join("f.txt").exists());
+    for n in [".mcp.json", ".envrc", ".vscode"] {
+        assert!(!ws.path().join(n).exists(), "{n} left behind");
     }
 }
 
@@ -162,5 +162,47 @@ fn what_an_existing_repository_runs_from_the_workspace_stays_read_only() {
     assert_eq!(
         tr["data"]["stdout"], "husky-ro\nscript-ro\nother-rw\n",
         "{tr}"
+    );
+}
+
+#[test]
+fn without_namespaces_an_existing_repository_loses_only_what_the_command_added() {
+    let ws = tempfile::tempdir().unwrap();
+    assert!(git(ws.path(), &["init", "-q", "."]).status.success());
+    let hooks = ws.path().join(".git/hooks");
+    std::fs::write(hooks.join("pre-push"), "#!/bin/sh\nexit 0\n").unwrap();
+    assert!(
+        git(ws.path(), &["config", "user.name", "owner"])
+            .status
+            .success()
+    );
+    let mut s = Sidecar::start_with(crate::common::Opts {
+        env: vec![(
+            "OUTRIGGER_SANDBOX_DISABLE_LAYERS".into(),
+            "namespaces".into(),
+        )],
+        ..Default::default()
+    });
+    let tr = bash(
+        &mut s,
+        ws.path(),
+        "printf '#!/bin/sh\\ntouch pwned\\n' > .git/hooks/pre-commit && \
+         chmod +x .git/hooks/pre-commit && git config core.fsmonitor ./x && echo wrote",
+    );
+    assert_eq!(
+        tr["data"]["stdout"], "wrote\n",
+        "writable without namespaces: {tr}"
+    );
+    assert_eq!(tr["data"]["_sandbox"]["enforcement"], "partial", "{tr}");
+    assert!(!hooks.join("pre-commit").exists(), "{tr}");
+    assert!(
+        hooks.join("pre-push").exists(),
+        "the user's own hook stays: {tr}"
+    );
+    let cfg = git(ws.path(), &["config", "--list", "--local"]);
+    let cfg = String::from_utf8_lossy(&cfg.stdout);
+    assert!(
+        cfg.contains("user.name=owner") && !cfg.contains("fsmonitor"),
+        "{cfg}"
     );
 }

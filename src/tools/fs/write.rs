@@ -229,6 +229,11 @@ impl Temp {
 }
 
 fn open_unnamed(dir: &OwnedFd) -> Option<Temp> {
+    // Naming it needs /proc (`link_unnamed`); without it the file could never be linked in.
+    static PROC: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*PROC.get_or_init(|| Path::new("/proc/self/fd").is_dir()) {
+        return None;
+    }
     // Not O_EXCL: that would forbid the linkat that names it.
     nix::fcntl::openat(
         dir.as_fd(),
