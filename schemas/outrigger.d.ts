@@ -1676,7 +1676,8 @@ export type ToolDescriptor = {
 export type ToolDescriptorKind = "function";
 
 /**
- * A tool's tier: whether the model is offered it. Dispatch never looks at it.
+ * The tier deciding whether the model is offered a tool, and whether search finds it.
+ * Dispatch never looks at it.
  */
 export type ToolExposure = "direct" | "deferred" | "hidden";
 

@@ -62,17 +62,8 @@ pub fn needs_approval(mode: ToolMode) -> bool {
     matches!(mode, ToolMode::Local | ToolMode::Destructive)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    AllowOnce,
-    AllowForSession,
-    AllowAlways,
-    DenyOnce,
-    DenyForSession,
-    DenyAlways,
-    Abort,
-    TimedOut,
-}
+/// The host's decision kinds: the wire type itself, so the two cannot drift apart.
+pub use crate::protocol::host::ApprovalKind as Decision;
 
 impl Decision {
     pub const ALL: [Decision; 8] = [

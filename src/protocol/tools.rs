@@ -12,33 +12,9 @@ use serde_json::{Map, Value};
 
 pub use crate::sandbox::ExecSandboxRequest;
 
-/// A tool's mode (its posture): what calling it can do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolMode {
-    /// Pure inspection.
-    Read,
-    /// Bounded mutation.
-    SafeWrite,
-    /// Irreversible.
-    Destructive,
-    /// Touches the user's machine; `tool.invoke` needs `consentGranted: true`.
-    Local,
-    /// Calls outside services.
-    External,
-}
-
-/// A tool's tier: whether the model is offered it. Dispatch never looks at it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ToolExposure {
-    /// Offered in the model's tool list.
-    Direct,
-    /// Not offered; found by `tool_search`.
-    Deferred,
-    /// Neither offered nor searchable nor suggested; still callable by name.
-    Hidden,
-}
+/// A tool's mode and tier are the tool runtime's own types (one definition for the router
+/// and the wire).
+pub use crate::tools::{Exposure as ToolExposure, ToolMode};
 
 /// Always `function` (the OpenAI tool descriptor's `type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

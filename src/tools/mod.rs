@@ -28,8 +28,9 @@ pub use router::Router;
 
 /// The tier deciding whether the model is offered a tool, and whether search finds it.
 /// Dispatch never looks at it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(rename = "ToolExposure")]
 pub enum Exposure {
     /// Offered in the model's tool list.
     Direct,

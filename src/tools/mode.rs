@@ -1,8 +1,10 @@
 //! The ToolMode classifier of `tools.md`: five modes from name prefixes, `external` otherwise.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A tool's mode (its posture): what calling it can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolMode {
     /// Pure inspection.

@@ -1,27 +1,9 @@
 //! Crash safety: SIGKILL the sidecar mid-turn, restart on the same database, find every
 //! committed entry, and continue with `resume: true` (the dangling call closed).
 
-use std::path::Path;
-
-use crate::common::{Opts, Sidecar};
+use crate::common::{on_db, sigkill};
 use crate::support::chat_helpers::*;
 use serde_json::json;
-
-fn on_db(db: &Path) -> Sidecar {
-    Sidecar::start_with(Opts {
-        args: vec!["--storage-path".into(), db.display().to_string()],
-        ..Opts::default()
-    })
-}
-
-fn sigkill(s: &mut Sidecar) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(s.pid()),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let _ = s.wait_exit(std::time::Duration::from_secs(10));
-}
 
 #[test]
 fn sigkill_mid_tool_then_resume_closes_the_dangling_call() {

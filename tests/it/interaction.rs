@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::common::{Opts, Sidecar};
+use crate::common::Sidecar;
+use crate::common::{on_db, sigkill};
 use crate::support::chat_helpers::*;
 use crate::support::host::*;
 use serde_json::{Value, json};
@@ -42,22 +43,6 @@ fn todo(id: &str, content: &str, status: &str) -> Value {
 
 fn todo_call(id: &str, todos: Value) -> Value {
     json!({"toolCalls": [{"id": id, "name": "todo_write", "arguments": {"todos": todos}}]})
-}
-
-fn on_db(db: &Path) -> Sidecar {
-    Sidecar::start_with(Opts {
-        args: vec!["--storage-path".into(), db.display().to_string()],
-        ..Opts::default()
-    })
-}
-
-fn sigkill(s: &mut Sidecar) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(s.pid()),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let _ = s.wait_exit(Duration::from_secs(10));
 }
 
 // ---------------------------------------------------------------------------------------

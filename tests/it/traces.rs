@@ -1,19 +1,11 @@
 //! Finished traces are persisted: after a restart on the same database `trace.fetch` still
 //! answers with the same trace; unknown ids stay `-32004`.
 
-use std::path::Path;
 use std::time::Duration;
 
-use crate::common::{Opts, Sidecar};
+use crate::common::on_db;
 use crate::support::chat_helpers::*;
 use serde_json::json;
-
-fn on_db(db: &Path) -> Sidecar {
-    Sidecar::start_with(Opts {
-        args: vec!["--storage-path".into(), db.display().to_string()],
-        ..Opts::default()
-    })
-}
 
 #[test]
 fn a_finished_trace_survives_a_restart() {

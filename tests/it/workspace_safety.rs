@@ -6,6 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::common::sigkill;
 use crate::common::{Opts, Sidecar};
 use serde_json::{Value, json};
 
@@ -42,15 +43,6 @@ fn has_file_open_under(pid: i32, dir: &Path) -> bool {
     fds.flatten()
         .filter_map(|e| fs::read_link(e.path()).ok())
         .any(|l| l.starts_with(dir) && l != dir)
-}
-
-fn sigkill(s: &mut Sidecar) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(s.pid()),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let _ = s.wait_exit(Duration::from_secs(10));
 }
 
 /// Sends a large `write_file` and SIGKILLs the sidecar while the file is being written.

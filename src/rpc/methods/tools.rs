@@ -7,31 +7,12 @@ use crate::app::App;
 use crate::protocol::NoParams;
 use crate::protocol::ToolResult;
 use crate::protocol::tools::{
-    PluginToolsDescribeResult, RegisteredTool, ToolDescriptor, ToolDescriptorKind, ToolExposure,
-    ToolFunctionSpec, ToolInvokeParams, ToolList, ToolMode,
+    PluginToolsDescribeResult, RegisteredTool, ToolDescriptor, ToolDescriptorKind,
+    ToolFunctionSpec, ToolInvokeParams, ToolList,
 };
 use crate::rpc::error::{ErrorKind, RpcError};
+use crate::tools::ToolContext;
 use crate::tools::router::Entry;
-use crate::tools::{Exposure, ToolContext};
-
-fn mode(m: crate::tools::ToolMode) -> ToolMode {
-    use crate::tools::ToolMode as M;
-    match m {
-        M::Read => ToolMode::Read,
-        M::SafeWrite => ToolMode::SafeWrite,
-        M::Destructive => ToolMode::Destructive,
-        M::Local => ToolMode::Local,
-        M::External => ToolMode::External,
-    }
-}
-
-fn exposure(e: Exposure) -> ToolExposure {
-    match e {
-        Exposure::Direct => ToolExposure::Direct,
-        Exposure::Deferred => ToolExposure::Deferred,
-        Exposure::Hidden => ToolExposure::Hidden,
-    }
-}
 
 /// The OpenAI function descriptor plus mode and exposure (`tool.list`).
 fn descriptor(e: &Entry) -> ToolDescriptor {
@@ -42,8 +23,8 @@ fn descriptor(e: &Entry) -> ToolDescriptor {
             description: e.description.clone(),
             parameters: e.parameters.clone(),
         },
-        mode: mode(e.mode),
-        exposure: exposure(e.exposure),
+        mode: e.mode,
+        exposure: e.exposure,
     }
 }
 
@@ -53,8 +34,8 @@ fn registered(e: &Entry) -> RegisteredTool {
         name: e.name.clone(),
         description: e.description.clone(),
         schema: e.parameters.clone(),
-        mode: mode(e.mode),
-        exposure: exposure(e.exposure),
+        mode: e.mode,
+        exposure: e.exposure,
         require_consent: e.require_consent,
         concurrency_safe: e.concurrency_safe,
         plugin: e.plugin.clone(),

@@ -349,3 +349,21 @@ pub fn wait_until(within: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
     f()
 }
+
+/// A sidecar on the given database (`--storage-path`), for tests that restart on it.
+pub fn on_db(db: &Path) -> Sidecar {
+    Sidecar::start_with(Opts {
+        args: vec!["--storage-path".into(), db.display().to_string()],
+        ..Opts::default()
+    })
+}
+
+/// SIGKILLs the sidecar (no shutdown ladder) and reaps it.
+pub fn sigkill(s: &mut Sidecar) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(s.pid()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = s.wait_exit(Duration::from_secs(10));
+}
