@@ -163,6 +163,20 @@ const SHELL_HEADERS: &[&str] = &["for", "case", "select", "function"];
 /// skipping `NAME=value` assignments and shell keywords, with any directory stripped.
 /// Quotes and backslashes are honoured, so `echo "a; rm b"` runs only `echo`.
 pub fn bash_programs(command: &str) -> Vec<String> {
+    programs_at(command, 0)
+}
+
+/// Command substitutions inside double quotes nest at most this deep before the rest is
+/// reported as `NESTED` (a crafted line must not exhaust the stack, and a decision for
+/// `echo` must not cover whatever hides that deep).
+const MAX_NESTING: usize = 8;
+/// The program name reported for substitutions nested past `MAX_NESTING`.
+pub const NESTED: &str = "(nested substitution)";
+
+fn programs_at(command: &str, depth: usize) -> Vec<String> {
+    if depth > MAX_NESTING {
+        return vec![NESTED.to_string()];
+    }
     let mut segments: Vec<Vec<String>> = vec![Vec::new()];
     let mut word = String::new();
     let mut in_word = false;
@@ -206,13 +220,13 @@ pub fn bash_programs(command: &str) -> Vec<String> {
                         '$' if chars.peek() == Some(&'(') => {
                             chars.next();
                             let inner: String = chars.by_ref().take_while(|x| *x != ')').collect();
-                            for p in bash_programs(&inner) {
+                            for p in programs_at(&inner, depth + 1) {
                                 segments.insert(segments.len() - 1, vec![p]);
                             }
                         }
                         '`' => {
                             let inner: String = chars.by_ref().take_while(|x| *x != '`').collect();
-                            for p in bash_programs(&inner) {
+                            for p in programs_at(&inner, depth + 1) {
                                 segments.insert(segments.len() - 1, vec![p]);
                             }
                         }
@@ -576,6 +590,13 @@ mod tests {
             ("(cd a; make)", &["cd", "make"]),
             ("", &[]),
         ];
+        // A deep nest of quoted substitutions neither overflows the stack nor hides a program.
+        let deep = format!(
+            "{}rm x{}",
+            "echo \"$(".repeat(100_000),
+            ")\"".repeat(100_000)
+        );
+        assert!(bash_programs(&deep).contains(&NESTED.to_string()));
         for (cmd, want) in cases {
             assert_eq!(bash_programs(cmd), want.to_vec(), "{cmd}");
         }

@@ -170,9 +170,13 @@ impl DisplayFilter {
         DisplayFilter::default()
     }
 
-    /// Feeds one streamed delta; returns the text safe to display now (may be empty).
-    pub fn push(&mut self, delta: &str) -> String {
-        self.feed(delta, false)
+    /// Feeds one streamed delta; returns the text safe to display now (may be empty). The
+    /// common delta (no `<`, nothing held back) passes through without a copy.
+    pub fn push<'a>(&mut self, delta: &'a str) -> std::borrow::Cow<'a, str> {
+        if self.pending.is_empty() && self.inside.is_none() && !delta.contains('<') {
+            return std::borrow::Cow::Borrowed(delta);
+        }
+        std::borrow::Cow::Owned(self.feed(delta, false))
     }
 
     /// End of the stream: returns whatever is still held back (an unterminated opening tag
@@ -246,7 +250,7 @@ impl DisplayFilter {
 /// Whole-text convenience: `strip(text) == push(text) + finish()`.
 pub fn strip(text: &str) -> String {
     let mut f = DisplayFilter::new();
-    let mut out = f.push(text);
+    let mut out = f.push(text).into_owned();
     out.push_str(&f.finish());
     out
 }

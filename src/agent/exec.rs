@@ -137,7 +137,10 @@ impl Turn {
             return Route::AskUser;
         }
         match &self.p.host_tools {
-            Some(h) if !LOCAL_TOOLS.contains(&name) => Route::Host(h.get(name).cloned()),
+            Some(h) if !LOCAL_TOOLS.contains(&name) => match h.get(name) {
+                Some(t) => Route::Host(t.clone()),
+                None => Route::UnknownHost,
+            },
             _ => Route::Local,
         }
     }
@@ -146,7 +149,8 @@ impl Turn {
     pub(super) fn mode_of(&self, name: &str) -> Option<ToolMode> {
         match self.route(name) {
             Route::Local => self.agent.router.get(name).map(|e| e.mode),
-            Route::Host(t) => t.map(|t| t.mode),
+            Route::Host(t) => Some(t.mode),
+            Route::UnknownHost => None,
             Route::AskUser => None,
         }
     }
@@ -158,7 +162,8 @@ impl Turn {
                 .router
                 .get(name)
                 .is_none_or(|e| e.concurrency_safe),
-            Route::Host(t) => t.is_none_or(|t| t.mode == ToolMode::Read),
+            Route::Host(t) => t.mode == ToolMode::Read,
+            Route::UnknownHost => true,
             Route::AskUser => false,
         }
     }
@@ -279,6 +284,22 @@ impl Turn {
         ctx
     }
 
+    /// The failure for a call of a tool the host did not offer, listing what it did offer.
+    fn unknown_host_tool(&self, name: &str) -> ToolResult {
+        let mut listed: Vec<&str> = self
+            .p
+            .host_tools
+            .iter()
+            .flat_map(|h| h.tools.iter().map(|t| t.name.as_str()))
+            .collect();
+        listed.extend(LOCAL_TOOLS);
+        ToolResult::recoverable(format!(
+            "Unknown tool: {name}. Available tools: {}",
+            listed.join(", ")
+        ))
+        .with_data("unknownTool", name)
+    }
+
     /// One call under `toolTimeoutMs`, stopped by cancel or an interrupting steer.
     fn run_one(
         &self,
@@ -297,12 +318,8 @@ impl Turn {
         let turn_cancel = self.handle.cancel.clone();
         let route = self.route(&c.name);
         let host_context = self.host_context(round);
-        let host_names: Vec<String> = self
-            .p
-            .host_tools
-            .iter()
-            .flat_map(|h| h.tools.iter().map(|t| t.name.clone()))
-            .collect();
+        // Only a call the host does not offer needs the list of names, for its error.
+        let unknown = matches!(route, Route::UnknownHost).then(|| self.unknown_host_tool(&c.name));
         let ctx = ToolContext {
             workspace_root: self.p.cwd.clone(),
             cancel: phase.child_token(),
@@ -331,6 +348,8 @@ impl Turn {
                     Box::pin(async move { router.dispatch(&name, args, ctx).await }),
                     timeout,
                 ),
+                // Built before the future (it lists the host's names); never sent.
+                Route::UnknownHost => return unknown.unwrap_or_default(),
                 Route::Host(tool) => {
                     let stop = stop.clone();
                     let name = name.clone();
@@ -339,7 +358,6 @@ impl Turn {
                             let r = invoke_host(
                                 host,
                                 tool,
-                                &host_names,
                                 id,
                                 name,
                                 args,
@@ -414,8 +432,7 @@ async fn guarded(
 #[allow(clippy::too_many_arguments)]
 async fn invoke_host(
     host: Arc<dyn HostLink>,
-    tool: Option<Arc<HostTool>>,
-    known: &[String],
+    tool: Arc<HostTool>,
     id: String,
     name: String,
     args: Value,
@@ -423,15 +440,6 @@ async fn invoke_host(
     timeout: Duration,
     stop: CancellationToken,
 ) -> ToolResult {
-    let Some(tool) = tool else {
-        let mut listed: Vec<&str> = known.iter().map(String::as_str).collect();
-        listed.extend(LOCAL_TOOLS);
-        return ToolResult::recoverable(format!(
-            "Unknown tool: {name}. Available tools: {}",
-            listed.join(", ")
-        ))
-        .with_data("unknownTool", name);
-    };
     let args = match args_object(&name, args) {
         Ok(a) => a,
         Err(e) => return ToolResult::recoverable(e),
@@ -503,7 +511,9 @@ async fn ask(
 #[derive(Clone)]
 enum Route {
     Local,
-    Host(Option<Arc<HostTool>>),
+    Host(Arc<HostTool>),
+    /// A name the host did not offer: answered locally, never sent.
+    UnknownHost,
     AskUser,
 }
 

@@ -6,7 +6,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::clock::{iso8601_ms, now_ms};
@@ -19,73 +18,14 @@ pub const MAX_EVENTS: usize = 10_000;
 /// Characters of an event payload kept (reference: ~500).
 pub const PAYLOAD_CHARS: usize = 500;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Span {
-    pub span_id: String,
-    pub trace_id: String,
-    pub name: String,
-    pub kind: String,
-    pub start_ms: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub end_ms: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub duration_ms: Option<u64>,
-    pub status: String,
-    pub attrs: Map<String, Value>,
-}
+/// The trace's parts are the wire types: the store keeps exactly what `trace.fetch` answers.
+pub use crate::protocol::session::{
+    TraceEvent as Event, TraceFetchResult as TraceData, TraceHeader as Header, TraceSpan as Span,
+};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Event {
-    pub id: String,
-    pub trace_id: String,
-    pub kind: String,
-    pub name: String,
-    pub sequence: u64,
-    pub timestamp_ms: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payload: Option<Value>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Header {
-    pub trace_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chat_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
-    pub stream_id: String,
-    pub status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub duration_ms: Option<u64>,
-    pub had_error: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error_message: Option<String>,
-    pub event_count: u64,
-    pub span_count: u64,
-    pub total_tokens: u64,
-    pub model_id: String,
-    pub started_at_ms: u64,
-    pub created_at: String,
-    pub updated_at: String,
-}
-
-/// A copy of one trace: what `trace.fetch` answers, and the body the store keeps.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TraceData {
-    #[serde(rename = "trace")]
-    pub header: Header,
-    pub spans: Vec<Span>,
-    pub events: Vec<Event>,
-}
-
-impl TraceData {
-    /// Reads a stored body back (`store::TraceRow::body`).
-    pub fn from_stored(body: Value) -> Result<TraceData, serde_json::Error> {
-        serde_json::from_value(body)
-    }
+/// Reads a stored body back (`store::TraceRow::body`).
+pub fn from_stored(body: Value) -> Result<TraceData, serde_json::Error> {
+    serde_json::from_value(body)
 }
 
 struct Data {
@@ -186,13 +126,13 @@ impl Trace {
     pub fn snapshot(&self) -> TraceData {
         let d = self.lock();
         TraceData {
-            header: d.header.clone(),
+            trace: d.header.clone(),
             spans: d.spans.clone(),
             events: d.events.clone(),
         }
     }
 
-    /// `{trace, spans, events}`, the body the store keeps (`TraceData::from_stored` reads it).
+    /// `{trace, spans, events}`, the body the store keeps (`from_stored` reads it).
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self.snapshot()).unwrap_or(Value::Null)
     }

@@ -3,85 +3,21 @@
 
 use std::sync::Arc;
 
-use crate::agent::trace::{Event, Header, Span, TraceData};
+use crate::agent::trace::from_stored;
 use crate::app::App;
-use crate::protocol::session::{
-    TraceEvent, TraceFetchParams, TraceFetchResult, TraceHeader, TraceSpan,
-};
+use crate::protocol::session::{TraceFetchParams, TraceFetchResult};
 use crate::rpc::error::{ErrorKind, RpcError};
 use crate::rpc::methods::sessions::with_store;
 
-impl From<Header> for TraceHeader {
-    fn from(h: Header) -> Self {
-        TraceHeader {
-            trace_id: h.trace_id,
-            chat_id: h.chat_id,
-            session_id: h.session_id,
-            stream_id: h.stream_id,
-            status: h.status,
-            duration_ms: h.duration_ms,
-            had_error: h.had_error,
-            error_message: h.error_message,
-            event_count: h.event_count,
-            span_count: h.span_count,
-            total_tokens: h.total_tokens,
-            model_id: h.model_id,
-            started_at_ms: h.started_at_ms,
-            created_at: h.created_at,
-            updated_at: h.updated_at,
-        }
-    }
-}
-
-impl From<Span> for TraceSpan {
-    fn from(s: Span) -> Self {
-        TraceSpan {
-            span_id: s.span_id,
-            trace_id: s.trace_id,
-            name: s.name,
-            kind: s.kind,
-            start_ms: s.start_ms,
-            end_ms: s.end_ms,
-            duration_ms: s.duration_ms,
-            status: s.status,
-            attrs: s.attrs,
-        }
-    }
-}
-
-impl From<Event> for TraceEvent {
-    fn from(e: Event) -> Self {
-        TraceEvent {
-            id: e.id,
-            trace_id: e.trace_id,
-            kind: e.kind,
-            name: e.name,
-            sequence: e.sequence,
-            timestamp_ms: e.timestamp_ms,
-            payload: e.payload,
-        }
-    }
-}
-
-impl From<TraceData> for TraceFetchResult {
-    fn from(d: TraceData) -> Self {
-        TraceFetchResult {
-            trace: d.header.into(),
-            spans: d.spans.into_iter().map(TraceSpan::from).collect(),
-            events: d.events.into_iter().map(TraceEvent::from).collect(),
-        }
-    }
-}
-
 pub async fn fetch(app: Arc<App>, p: TraceFetchParams) -> Result<TraceFetchResult, RpcError> {
     if let Some(d) = app.agent.traces.fetch(&p.trace_id) {
-        return Ok(TraceFetchResult::from(d));
+        return Ok(d);
     }
     let id = p.trace_id.clone();
     let stored = with_store(&app, move |st| st.get_trace(&id)).await?;
     // A body that no longer reads as a trace is treated like a corrupt one: unknown, with a
     // `warn` naming it (tolerant reads, docs/store.md).
-    let found = stored.and_then(|body| match TraceData::from_stored(body) {
+    let found = stored.and_then(|body| match from_stored(body) {
         Ok(d) => Some(d),
         Err(e) => {
             tracing::warn!(
@@ -92,7 +28,7 @@ pub async fn fetch(app: Arc<App>, p: TraceFetchParams) -> Result<TraceFetchResul
         }
     });
     match found {
-        Some(d) => Ok(TraceFetchResult::from(d)),
+        Some(d) => Ok(d),
         None => Err(RpcError::new(
             ErrorKind::NotFound,
             format!(
@@ -123,8 +59,8 @@ mod tests {
         t.finish("completed", None);
 
         let stored = t.to_row("rec").body;
-        let from_store = TraceFetchResult::from(TraceData::from_stored(stored.clone()).unwrap());
-        let from_memory = TraceFetchResult::from(traces.fetch(&t.id).unwrap());
+        let from_store: TraceFetchResult = from_stored(stored.clone()).unwrap();
+        let from_memory = traces.fetch(&t.id).unwrap();
         assert_eq!(from_store, from_memory);
         // The wire shape is the stored shape, key for key.
         assert_eq!(serde_json::to_value(&from_memory).unwrap(), stored);
