@@ -76,12 +76,6 @@ const HINTS: &[(&str, &str)] = &[
     ("tool", "name"),
 ];
 
-/// The params of a method that takes none: any field is refused, so a host that believes
-/// it is filtering or configuring something learns that it is not.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NoParams {}
-
 /// Decodes `v` into `T`, with every failure worded as described in the module docs.
 pub fn decode<T: DeserializeOwned>(v: &Value) -> Result<T, Invalid> {
     decode_at(v, "")

@@ -146,7 +146,11 @@ impl std::error::Error for RpcError {}
 /// the rest `storage`.
 impl From<crate::store::StoreError> for RpcError {
     fn from(e: crate::store::StoreError) -> Self {
-        use crate::store::ErrorClass;
+        use crate::store::{ErrorClass, StoreError};
+        // A store task that panicked is our bug, not the database's.
+        if let StoreError::Task(_) = e {
+            return RpcError::internal(e.to_string());
+        }
         let kind = match e.class() {
             ErrorClass::NotFound => ErrorKind::NotFound,
             ErrorClass::InvalidParams => ErrorKind::InvalidParams,

@@ -18,17 +18,13 @@ use crate::store::{
     branches::ROOT_LABEL, ids,
 };
 
-/// Runs a store call on the blocking pool (rusqlite blocks).
+/// Runs a store call on the blocking pool (rusqlite blocks), as the loop does.
 pub async fn with_store<T, F>(app: &Arc<App>, f: F) -> Result<T, RpcError>
 where
     T: Send + 'static,
     F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
 {
-    let store = app.store.clone();
-    let found = tokio::task::spawn_blocking(move || f(&store))
-        .await
-        .map_err(|e| RpcError::internal(format!("the store task failed: {e}")))?;
-    Ok(found?)
+    Ok(crate::agent::persist::call(&app.store, f).await?)
 }
 
 fn non_empty(name: &str, v: &str) -> Result<(), RpcError> {
