@@ -1,6 +1,8 @@
 //! The loop's context management step: pressure check, summary by the turn's own provider
 //! (excerpt fallback) and the recorded compaction (start, summary, boundary, re-seed).
 
+use std::sync::Arc;
+
 use serde_json::{Map, json};
 
 use super::compaction::{self as cx, pick};
@@ -29,11 +31,11 @@ impl Turn {
     /// Asks the turn's own provider for a summary; the deterministic excerpt when it fails.
     async fn summarize(&self, middle: &[Message]) -> (String, &'static str) {
         let req = self.request(
-            vec![
+            Arc::new(vec![
                 Message::new(Role::System, cx::SUMMARY_PROMPT),
                 Message::new(Role::User, cx::render(middle)),
-            ],
-            Vec::new(),
+            ]),
+            Arc::from([]),
         );
         let mut attrs = Map::new();
         attrs.insert("purpose".into(), json!("compaction"));
@@ -86,7 +88,7 @@ impl Turn {
         self.flush().await?;
         let window = self.p.cfg.window;
         let pre = cx::estimate(&self.items);
-        let mut items = self.items.clone();
+        let mut items = Vec::clone(&self.items);
         let folded = cx::fold_tool_results(
             &mut items,
             pick(window, cx::KEEP_TOOL_RESULTS),
@@ -164,7 +166,7 @@ impl Turn {
             })?;
         self.kinds = items.iter().map(persist::kind_for).collect();
         self.persisted = items.len();
-        self.items = items;
+        self.items = Arc::new(items);
         self.last_prompt = None;
         n.insert("compacted".into(), json!(true));
         n.insert("preTokens".into(), json!(pre));

@@ -113,14 +113,18 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
-pub async fn append(
+/// `messages` with their kinds, appended in order in one transaction.
+pub async fn append_many(
     store: &Arc<Store>,
     record: &str,
-    kind: ItemKind,
-    m: &Message,
-) -> Result<i64, StoreError> {
-    let (record, msg, tokens) = (record.to_string(), to_record(m), estimate_tokens(m));
-    blocking(store, move |s| s.append(&record, kind, &msg, tokens)).await
+    items: &[(ItemKind, &Message)],
+) -> Result<Option<i64>, StoreError> {
+    let rows: Vec<(ItemKind, Value, u64)> = items
+        .iter()
+        .map(|(k, m)| (k.clone(), to_record(m), estimate_tokens(m)))
+        .collect();
+    let record = record.to_string();
+    blocking(store, move |s| s.append_items(&record, &rows)).await
 }
 
 pub async fn append_seed(

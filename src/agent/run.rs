@@ -76,7 +76,8 @@ pub struct Turn {
     pub emit: Emitter,
     pub trace: Trace,
     pub record_id: String,
-    pub items: Vec<Message>,
+    /// Shared with the round's request (copied only if a push meets a request still alive).
+    pub items: Arc<Vec<Message>>,
     pub kinds: Vec<ItemKind>,
     /// `items[..persisted]` are in the durable record.
     pub persisted: usize,
@@ -98,6 +99,8 @@ pub struct Turn {
     pub(super) todo_reminders: u32,
     /// Strips pseudo tool-call markup from display deltas (raw chunks keep it).
     pub(super) display: DisplayFilter,
+    /// The descriptors offered, with the router generation they were built from.
+    offered: Option<(u64, Arc<[Value]>)>,
 }
 
 /// Reminders the completion gate sends per turn before a final answer stands.
@@ -156,13 +159,14 @@ impl Turn {
             todos,
             todo_reminders: 0,
             display: DisplayFilter::new(),
+            offered: None,
             agent,
             p,
             handle,
             emit,
             trace,
             record_id,
-            items,
+            items: Arc::new(items),
             kinds,
             persisted,
             totals,
@@ -178,24 +182,24 @@ impl Turn {
     }
 
     pub(super) fn push(&mut self, m: Message, kind: ItemKind) {
-        self.items.push(m);
+        Arc::make_mut(&mut self.items).push(m);
         self.kinds.push(kind);
     }
 
-    /// Appends every not-yet-persisted item, each its own committed transaction.
+    /// Appends every not-yet-persisted item, in order, in one committed transaction.
     pub(super) async fn flush(&mut self) -> Result<(), String> {
-        while self.persisted < self.items.len() {
-            let i = self.persisted;
-            persist::append(
-                &self.agent.store,
-                &self.record_id,
-                self.kinds[i].clone(),
-                &self.items[i],
-            )
+        let pending: Vec<(ItemKind, &Message)> = self.kinds[self.persisted..]
+            .iter()
+            .cloned()
+            .zip(&self.items[self.persisted..])
+            .collect();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        persist::append_many(&self.agent.store, &self.record_id, &pending)
             .await
             .map_err(|e| format!("cannot write the durable record {}: {e}", self.record_id))?;
-            self.persisted += 1;
-        }
+        self.persisted = self.items.len();
         Ok(())
     }
 
@@ -454,10 +458,22 @@ impl Turn {
 
     /// The tool descriptors offered this round: the router's (by strategy), or under
     /// `toolsViaHost` the host's plus the interaction tools the sidecar answers itself.
-    fn tools(&self) -> Vec<Value> {
+    fn tools(&mut self) -> Arc<[Value]> {
+        let generation = self.agent.router.generation();
+        if let Some((g, t)) = &self.offered
+            && *g == generation
+        {
+            return t.clone();
+        }
+        let built: Arc<[Value]> = self.build_tools().into();
+        self.offered = Some((generation, built.clone()));
+        built
+    }
+
+    fn build_tools(&self) -> Vec<Value> {
         let describe = |e: &crate::tools::router::Entry| {
             json!({"type": "function", "function": {
-                "name": e.name, "description": e.description, "parameters": e.parameters}})
+                "name": e.name, "description": e.description, "parameters": e.parameters.value()}})
         };
         let mut out: Vec<Value> = match &self.p.host_tools {
             Some(h) => {
@@ -558,7 +574,7 @@ impl Turn {
         }
     }
 
-    pub(super) fn request(&self, messages: Vec<Message>, tools: Vec<Value>) -> LlmRequest {
+    pub(super) fn request(&self, messages: Arc<Vec<Message>>, tools: Arc<[Value]>) -> LlmRequest {
         LlmRequest {
             model: self.p.model.clone(),
             messages,
@@ -590,7 +606,7 @@ impl Turn {
         let tools = if offer_tools {
             self.tools()
         } else {
-            Vec::new()
+            Arc::from([])
         };
         let req = self.request(self.items.clone(), tools);
         let sent_len = self.items.len();

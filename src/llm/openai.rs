@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -13,7 +13,7 @@ use super::accumulate::{DecodeOptions, Decoder, is_overflow};
 use super::compat::{CompatFlags, MaxTokensField};
 use super::retry::{jitter, parse_retry_after};
 use super::sse::{Frame, SseSplitter};
-use super::types::{LlmError, LlmEvent, LlmItem, LlmRequest, Message, Role, SamplingDefaults};
+use super::types::{LlmError, LlmEvent, LlmItem, LlmRequest, SamplingDefaults};
 use super::{LlmSettings, LlmStream, Provider, STREAM_CHANNEL_CAPACITY};
 
 /// The most bytes of an HTTP error body kept for the error message. Not user-tunable.
@@ -90,12 +90,22 @@ async fn run(
     let mut attempt: u32 = 1;
     let mut swapped_once = false;
     loop {
-        let body = build_body(
+        let body = match serde_json::to_vec(&build_body(
             &req,
             &inner.cfg.compat,
             inner.cfg.defaults.as_ref(),
             inner.max_field(),
-        );
+        )) {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = tx
+                    .send(Err(LlmError::Config {
+                        message: format!("cannot encode the request body: {e}"),
+                    }))
+                    .await;
+                return;
+            }
+        };
         let mut emitted = false;
         let result = attempt_once(&inner, &body, &req, &cancel, &tx, &mut emitted).await;
         let err = match result {
@@ -164,7 +174,7 @@ fn refused_max_tokens_field(err: &LlmError, req: &LlmRequest) -> bool {
 /// consumer: after that a failure is reported, never retried (it would duplicate text).
 async fn attempt_once(
     inner: &Inner,
-    body: &Value,
+    body: &[u8],
     req: &LlmRequest,
     cancel: &CancellationToken,
     tx: &mpsc::Sender<LlmItem>,
@@ -176,7 +186,8 @@ async fn attempt_once(
     let mut rb = client
         .post(&url)
         .header(reqwest::header::ACCEPT, "text/event-stream")
-        .json(body);
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body.to_vec());
     if let Some(key) = cfg.api_key.as_deref().filter(|k| !k.is_empty()) {
         rb = rb.bearer_auth(key);
     }
@@ -429,145 +440,23 @@ pub fn http_error(status: u16, body: String, retry_after: Option<Duration>) -> L
     }
 }
 
-/// The request body. Typed fields are gated by the compat flags; preset values fill only
-/// what the request left unset; `providerOptions` are merged last and win over everything.
-pub fn build_body(
-    req: &LlmRequest,
-    compat: &CompatFlags,
-    defaults: Option<&SamplingDefaults>,
+/// The request body for `req` (see [`body::Body`]).
+pub fn build_body<'a>(
+    req: &'a LlmRequest,
+    compat: &'a CompatFlags,
+    defaults: Option<&'a SamplingDefaults>,
     max_field: MaxTokensField,
-) -> Value {
-    let none = SamplingDefaults::default();
-    let d = defaults.unwrap_or(&none);
-    let mut b = Map::new();
-    b.insert("model".into(), json!(req.model));
-    b.insert(
-        "messages".into(),
-        Value::Array(wire_messages(&req.messages, compat)),
-    );
-    b.insert("stream".into(), json!(true));
-    if compat.supports_usage_in_streaming {
-        b.insert("stream_options".into(), json!({"include_usage": true}));
+) -> Body<'a> {
+    Body {
+        req,
+        compat,
+        defaults,
+        max_field,
     }
-    if !req.tools.is_empty() {
-        b.insert("tools".into(), Value::Array(req.tools.clone()));
-    }
-    if let Some(tc) = &req.tool_choice {
-        let forced = tc.as_str() == Some("required") || tc.is_object();
-        let tc = if forced && !compat.supports_forced_tool_choice {
-            json!("auto")
-        } else {
-            tc.clone()
-        };
-        b.insert("tool_choice".into(), tc);
-    }
-    if compat.supports_temperature
-        && let Some(t) = req.temperature.or(d.temperature)
-    {
-        b.insert("temperature".into(), json!(t));
-    }
-    if let Some(p) = req.top_p.or(d.top_p) {
-        b.insert("top_p".into(), json!(p));
-    }
-    if let Some(m) = req.max_tokens.or(d.max_tokens) {
-        b.insert(max_field.as_str().into(), json!(m));
-    }
-    if compat.supports_reasoning_effort
-        && let Some(e) = req
-            .reasoning_effort
-            .as_ref()
-            .or(d.reasoning_effort.as_ref())
-    {
-        b.insert("reasoning_effort".into(), json!(e));
-    }
-    for (k, v) in &d.extra_body {
-        b.entry(k.clone()).or_insert_with(|| v.clone());
-    }
-    for (k, v) in &req.provider_options {
-        b.insert(k.clone(), v.clone());
-    }
-    Value::Object(b)
 }
 
-/// Messages in the OpenAI chat shape. Reasoning goes back only on assistant turns that made
-/// tool calls (DeepSeek V4 and Kimi refuse such turns without it), under the compat field.
-pub fn wire_messages(messages: &[Message], compat: &CompatFlags) -> Vec<Value> {
-    messages
-        .iter()
-        .map(|m| {
-            let mut o = Map::new();
-            o.insert("role".into(), json!(m.role.as_str()));
-            let content = if m.parts.is_empty() {
-                if m.role == Role::Assistant && m.content.is_empty() && !m.tool_calls.is_empty() {
-                    Value::Null
-                } else {
-                    json!(m.content)
-                }
-            } else {
-                Value::Array(m.parts.iter().map(wire_part).collect())
-            };
-            o.insert("content".into(), content);
-            if let Some(n) = &m.name {
-                o.insert("name".into(), json!(n));
-            }
-            if let Some(id) = &m.tool_call_id {
-                o.insert("tool_call_id".into(), json!(id));
-            }
-            if !m.tool_calls.is_empty() {
-                let calls: Vec<Value> = m
-                    .tool_calls
-                    .iter()
-                    .map(|c| {
-                        let args = match &c.arguments {
-                            Value::String(s) => s.clone(),
-                            v => v.to_string(),
-                        };
-                        let mut call = json!({
-                            "id": c.id,
-                            "type": "function",
-                            "function": {"name": c.name, "arguments": args},
-                        });
-                        if let Some(x) = &c.extra_content {
-                            call["extra_content"] = x.clone();
-                        }
-                        call
-                    })
-                    .collect();
-                o.insert("tool_calls".into(), Value::Array(calls));
-                match m.reasoning.as_deref().filter(|r| !r.is_empty()) {
-                    Some(r) => {
-                        o.insert(compat.reasoning_echo_field.clone(), json!(r));
-                    }
-                    None if compat.echo_empty_reasoning_for_tool_calls => {
-                        o.insert(compat.reasoning_echo_field.clone(), json!(""));
-                    }
-                    None => {}
-                }
-                if let Some(d) = &m.reasoning_details {
-                    o.insert("reasoning_details".into(), d.clone());
-                }
-            }
-            Value::Object(o)
-        })
-        .collect()
-}
-
-fn wire_part(p: &super::types::Part) -> Value {
-    match p.kind.as_str() {
-        "image" => {
-            let url = match (&p.url, &p.data) {
-                (Some(u), _) => u.clone(),
-                (None, Some(d)) => format!(
-                    "data:{};base64,{d}",
-                    p.media_type.as_deref().unwrap_or("image/png")
-                ),
-                (None, None) => String::new(),
-            };
-            json!({"type": "image_url", "image_url": {"url": url}})
-        }
-        _ => json!({"type": "text", "text": p.text.clone().unwrap_or_default()}),
-    }
-}
+mod body;
+pub use body::{Body, WireMessages};
 
 #[cfg(test)]
 mod tests;

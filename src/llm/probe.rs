@@ -123,8 +123,8 @@ fn request(args: &ProbeArgs) -> Result<LlmRequest, String> {
     };
     Ok(LlmRequest {
         model: args.model.clone(),
-        messages,
-        tools,
+        messages: std::sync::Arc::new(messages),
+        tools: tools.into(),
         tool_choice,
         temperature: args.temperature,
         top_p: args.top_p,

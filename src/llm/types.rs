@@ -4,6 +4,8 @@ use crate::strict::Invalid;
 use std::time::Duration;
 
 use schemars::JsonSchema;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -219,9 +221,10 @@ pub struct SamplingDefaults {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LlmRequest {
     pub model: String,
-    pub messages: Vec<Message>,
-    /// OpenAI tool descriptors, sent as given.
-    pub tools: Vec<Value>,
+    /// Shared with the turn that sends it: a round does not copy its history.
+    pub messages: Arc<Vec<Message>>,
+    /// OpenAI tool descriptors, sent as given; built once per turn, shared by its rounds.
+    pub tools: Arc<[Value]>,
     /// `"auto"`, `"none"`, `"required"` or `{type:"function", function:{name}}`.
     pub tool_choice: Option<Value>,
     pub temperature: Option<f64>,

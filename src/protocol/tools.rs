@@ -29,7 +29,7 @@ pub struct ToolFunctionSpec {
     pub name: String,
     pub description: String,
     /// The tool's arguments as a JSON Schema (an object schema).
-    pub parameters: Value,
+    pub parameters: crate::tools::Schema,
 }
 
 /// One `tool.list` row: the OpenAI function descriptor plus mode and exposure.
@@ -94,7 +94,7 @@ pub struct RegisteredTool {
     pub name: String,
     pub description: String,
     /// The tool's arguments as a JSON Schema.
-    pub schema: Value,
+    pub schema: crate::tools::Schema,
     pub mode: ToolMode,
     pub exposure: ToolExposure,
     /// Whether `tool.invoke` needs `consentGranted: true`.

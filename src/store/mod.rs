@@ -236,6 +236,27 @@ impl Store {
         self.write(|tx| insert_entry(tx, record_id, fields, 0, None, &now))
     }
 
+    /// Appends items in order in one transaction (all or none); returns the last seq. A turn
+    /// that starts with 6,000 new messages commits once, not 6,000 times.
+    pub fn append_items(
+        &self,
+        record_id: &str,
+        items: &[(ItemKind, Value, u64)],
+    ) -> Result<Option<i64>, StoreError> {
+        for (_, m, _) in items {
+            records::check_message(m)?;
+        }
+        let now = crate::clock::now_iso8601();
+        self.write(|tx| {
+            let mut last = None;
+            for (kind, message, tokens) in items {
+                let fields = records::item_fields(kind, message, *tokens, None);
+                last = Some(insert_entry(tx, record_id, fields, 0, None, &now)?);
+            }
+            Ok(last)
+        })
+    }
+
     /// Appends a seed. On a new record it sets the record's fork provenance and label;
     /// on an existing one (a re-seed after a boundary) provenance is left alone.
     pub fn append_seed(&self, record_id: &str, seed: &Seed) -> Result<i64, StoreError> {

@@ -7,6 +7,7 @@ pub mod fs;
 pub mod mode;
 pub mod plugins;
 pub mod router;
+pub mod schema;
 pub mod search;
 pub mod skills;
 pub mod todo;
@@ -25,6 +26,7 @@ use crate::lifecycle::Lifecycle;
 pub use crate::protocol::ToolResult;
 pub use mode::{ToolMode, classify};
 pub use router::Router;
+pub use schema::Schema;
 
 /// The tier deciding whether the model is offered a tool, and whether search finds it.
 /// Dispatch never looks at it.
@@ -104,6 +106,10 @@ pub trait Tool: Send + Sync + 'static {
     fn description(&self) -> &str;
     /// The input JSON Schema (an object schema).
     fn parameters(&self) -> Value;
+    /// The schema as the router keeps it; tools that already hold one share it.
+    fn schema(&self) -> Schema {
+        Schema::from_value(&self.parameters())
+    }
     fn mode(&self) -> ToolMode {
         classify(self.name())
     }

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::search::SearchIndex;
 use super::tool_search::ToolSearch;
-use super::{Exposure, Tool, ToolContext, ToolMode, ToolResult};
+use super::{Exposure, Schema, Tool, ToolContext, ToolMode, ToolResult};
 use crate::catch_panic::CatchPanic;
 
 /// Similarity a name needs to be suggested for an unknown tool (0..1).
@@ -26,7 +26,7 @@ pub struct Entry {
     pub tool: Arc<dyn Tool>,
     pub name: String,
     pub description: String,
-    pub parameters: Value,
+    pub parameters: Schema,
     pub mode: ToolMode,
     pub exposure: Exposure,
     pub require_consent: bool,
@@ -97,7 +97,7 @@ fn build_entry(reg: Registration) -> Result<Entry, RegisterError> {
         description: reg
             .description
             .unwrap_or_else(|| reg.tool.description().to_string()),
-        parameters: reg.tool.parameters(),
+        parameters: reg.tool.schema(),
         mode,
         exposure: reg.exposure.unwrap_or_else(|| reg.tool.exposure()),
         require_consent: reg.require_consent.unwrap_or(consent),
@@ -189,6 +189,11 @@ impl Router {
         }
         self.generation.fetch_add(1, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// Changes whenever a tool is registered or removed.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<Entry>> {
@@ -322,7 +327,7 @@ impl Entry {
     /// expected.
     pub fn validate(&self, args: &Map<String, Value>) -> Result<(), Invalid> {
         let validator = self.validator.get_or_init(|| {
-            jsonschema::validator_for(&self.parameters)
+            jsonschema::validator_for(&self.parameters.value())
                 .map_err(|e| format!("the tool's own parameter schema is invalid: {e}"))
         });
         let validator = validator.as_ref().map_err(Clone::clone)?;

@@ -30,7 +30,7 @@ fn row(router: &Router, name: &str, score: Option<f64>) -> Option<Value> {
     let mut m = Map::new();
     m.insert("name".into(), json!(e.name));
     m.insert("description".into(), json!(e.description));
-    m.insert("parameters".into(), e.parameters.clone());
+    m.insert("parameters".into(), e.parameters.value());
     if let Some(s) = score {
         m.insert("score".into(), json!(s));
     }

@@ -1,19 +1,36 @@
 //! Unit tests of `openai`.
 
 use super::*;
+use crate::llm::types::{Message, Role};
+use serde_json::Map;
+
+/// The body as a tree, for inspection.
+fn body_value(
+    r: &LlmRequest,
+    c: &CompatFlags,
+    d: Option<&SamplingDefaults>,
+    f: MaxTokensField,
+) -> Value {
+    serde_json::to_value(build_body(r, c, d, f)).unwrap()
+}
+
+fn wire_messages(m: &[Message], c: &CompatFlags) -> Vec<Value> {
+    serde_json::from_value(serde_json::to_value(WireMessages(m, c)).unwrap()).unwrap()
+}
 use crate::llm::types::ToolCall;
+use std::sync::Arc;
 
 fn req() -> LlmRequest {
     LlmRequest {
         model: "m".into(),
-        messages: vec![Message::new(Role::User, "hi")],
+        messages: Arc::new(vec![Message::new(Role::User, "hi")]),
         ..LlmRequest::default()
     }
 }
 
 #[test]
 fn reference_body_has_no_optional_fields() {
-    let b = build_body(
+    let b = body_value(
         &req(),
         &CompatFlags::default(),
         None,
@@ -35,18 +52,18 @@ fn flags_gate_fields_and_provider_options_win() {
     r.tool_choice = Some(json!("required"));
     r.provider_options.insert("temperature".into(), json!(1.0));
     let compat = crate::llm::compat::resolve("https://api.moonshot.ai/v1", None);
-    let b = build_body(&r, &compat, None, MaxTokensField::MaxCompletionTokens);
+    let b = body_value(&r, &compat, None, MaxTokensField::MaxCompletionTokens);
     assert_eq!(b["temperature"], json!(1.0), "host pass-through wins");
     assert!(b.get("reasoning_effort").is_none(), "gated");
     assert_eq!(b["max_completion_tokens"], json!(100));
     assert!(b.get("max_tokens").is_none());
     assert_eq!(b["tool_choice"], "required");
     let ds = crate::llm::compat::resolve("https://api.deepseek.com", None);
-    let b = build_body(&r, &ds, None, MaxTokensField::MaxTokens);
+    let b = body_value(&r, &ds, None, MaxTokensField::MaxTokens);
     assert_eq!(b["tool_choice"], "auto", "forced choice downgraded");
     let glm = crate::llm::compat::resolve("https://api.z.ai/api/paas/v4", None);
     assert!(
-        build_body(&r, &glm, None, MaxTokensField::MaxTokens)
+        body_value(&r, &glm, None, MaxTokensField::MaxTokens)
             .get("stream_options")
             .is_none()
     );
@@ -65,7 +82,7 @@ fn presets_fill_only_unset_fields() {
         extra_body: extra,
         ..SamplingDefaults::default()
     };
-    let b = build_body(
+    let b = body_value(
         &r,
         &CompatFlags::default(),
         Some(&d),

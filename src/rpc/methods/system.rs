@@ -10,8 +10,7 @@ use crate::rpc::error::{Outcome, RpcError, reply_null};
 
 // Takes no params and refuses none: a liveness probe answers whatever it carries.
 pub async fn ping(app: Arc<App>) -> Result<SidecarHealth, RpcError> {
-    // The first ping may wait for the (already started) python probe; later ones never do.
-    app.python_version().await;
+    // Never waits for the python probe: `pythonVersion` is null until it has answered.
     Ok(app.health())
 }
 

@@ -12,7 +12,9 @@ use super::PluginError;
 use super::exec::run_sandboxed;
 use super::manifest::{PluginManifest, PluginToolSpec, load_dir, load_file};
 use crate::tools::router::{RegisterError, Registration, Router};
-use crate::tools::{Exposure, Tool, ToolContext, ToolFuture, ToolMode, ToolResult, classify};
+use crate::tools::{
+    Exposure, Schema, Tool, ToolContext, ToolFuture, ToolMode, ToolResult, classify,
+};
 
 /// A plugin row as hosts see it (`plugin.list`).
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -63,7 +65,7 @@ pub struct PluginRegistry {
 
 /// A manifest-declared tool: every call runs the executable once.
 struct PluginTool {
-    spec: PluginToolSpec,
+    spec: Arc<PluginToolSpec>,
     max_capture: usize,
 }
 
@@ -75,6 +77,9 @@ impl Tool for PluginTool {
         &self.spec.description
     }
     fn parameters(&self) -> Value {
+        self.spec.parameters.value()
+    }
+    fn schema(&self) -> Schema {
         self.spec.parameters.clone()
     }
     fn mode(&self) -> ToolMode {

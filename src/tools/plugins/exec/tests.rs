@@ -18,7 +18,7 @@ fn spec(exec: PathBuf, timeout: Duration) -> PluginToolSpec {
     PluginToolSpec {
         name: "t".into(),
         description: "d".into(),
-        parameters: json!({"type": "object"}),
+        parameters: json!({"type": "object"}).into(),
         exec,
         args: vec![],
         timeout,

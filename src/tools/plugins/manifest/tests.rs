@@ -79,10 +79,10 @@ timeout = 1500
     assert_eq!(t.mode.as_deref(), Some("read"));
     assert_eq!(t.exposure.as_deref(), Some("deferred"));
     assert_eq!(t.env.get("FOO").map(String::as_str), Some("bar"));
-    assert_eq!(t.parameters["required"], json!(["city"]));
+    assert_eq!(t.parameters.value()["required"], json!(["city"]));
     let u = &m.tools[1];
     assert_eq!(u.timeout, Duration::from_millis(1500));
-    assert_eq!(u.parameters, json!({"type": "object"}));
+    assert_eq!(u.parameters.value(), json!({"type": "object"}));
     assert_eq!(u.mode, None);
     assert_eq!(u.exposure, None);
     assert!(u.args.is_empty() && u.env.is_empty());
@@ -147,7 +147,7 @@ fn parameters_as_a_toml_table() {
     );
     let m = load_file(&path).unwrap();
     assert_eq!(
-        m.tools[0].parameters,
+        m.tools[0].parameters.value(),
         json!({
             "type": "object",
             "properties": {"city": {"type": "string"}, "days": {"type": "integer", "maximum": 14}},
@@ -162,7 +162,7 @@ fn parameters_as_a_toml_table() {
     );
     let m = load_file(&path).unwrap();
     assert_eq!(
-        m.tools[0].parameters,
+        m.tools[0].parameters.value(),
         json!({"type": "object", "properties": {"city": {"type": "string"}}})
     );
 }
