@@ -72,7 +72,7 @@ async fn starting_transcript(
     agent: &Agent,
     p: &mut ChatParams,
     method: Method,
-) -> Result<(String, Start, Option<usize>), AgentError> {
+) -> Result<Starting, AgentError> {
     let store = &agent.store;
     if method == Method::Fork {
         let source = p.record_id.clone().unwrap_or_default();
@@ -87,13 +87,15 @@ async fn starting_transcript(
         let projected = persist::projection(store, &new_id)
             .await?
             .unwrap_or_default();
-        let Start {
-            mut items,
-            persisted,
-        } = seed::resume(&projected, p.system_prompt.as_deref());
-        items.extend(std::mem::take(&mut p.messages));
-        let count = items.len();
-        return Ok((new_id, Start { items, persisted }, Some(count)));
+        let mut start = seed::resume(seed::messages_of(&projected), p.system_prompt.as_deref());
+        start.items.extend(std::mem::take(&mut p.messages));
+        let count = start.items.len();
+        return Ok(Starting {
+            record: new_id,
+            start,
+            seed_count: Some(count),
+            version: None,
+        });
     }
     let record = record_for(p, method);
     if p.from_record {
@@ -112,35 +114,78 @@ async fn starting_transcript(
                     .into(),
             ));
         }
-        let projected = persist::projection(store, &record).await?.ok_or_else(|| {
+        let (mine, version) = transcript(agent, &record).await?.ok_or_else(|| {
             AgentError::NotFound(format!(
                 "record not found: {record}; start it without fromRecord"
             ))
         })?;
-        let Start {
-            mut items,
-            persisted,
-        } = seed::resume(&projected, p.system_prompt.as_deref());
-        items.extend(std::mem::take(&mut p.messages));
-        return Ok((record, Start { items, persisted }, None));
+        let mut start = seed::resume(mine, p.system_prompt.as_deref());
+        start.items.extend(std::mem::take(&mut p.messages));
+        return Ok(Starting::at(record, start, version));
     }
     if p.resume {
-        let projected = persist::projection(store, &record).await?;
-        let projected = projected.filter(|v| !v.is_empty()).ok_or_else(|| {
-            AgentError::InvalidParams(format!(
-                "record {record} has no history to resume; start it with messages instead"
-            ))
-        })?;
-        let start = seed::resume(&projected, p.system_prompt.as_deref());
-        return Ok((record, start, None));
+        let (mine, version) = transcript(agent, &record)
+            .await?
+            .filter(|(v, _)| !v.is_empty())
+            .ok_or_else(|| {
+                AgentError::InvalidParams(format!(
+                    "record {record} has no history to resume; start it with messages instead"
+                ))
+            })?;
+        let start = seed::resume(mine, p.system_prompt.as_deref());
+        return Ok(Starting::at(record, start, version));
     }
     let mut host = Vec::with_capacity(p.messages.len() + 1);
     if let Some(sp) = &p.system_prompt {
         host.push(Message::new(Role::System, sp.clone()));
     }
     host.extend(std::mem::take(&mut p.messages));
-    let start = seed::reconcile(store, &record, host).await?;
-    Ok((record, start, None))
+    let (mine, version) = transcript(agent, &record).await?.unwrap_or_default();
+    let start = seed::reconcile(store, &record, mine, host).await?;
+    Ok(Starting::at(record, start, version))
+}
+
+/// Where a turn starts: its record, transcript, the seed size of a fork, and the record's
+/// version the transcript was read at.
+struct Starting {
+    record: String,
+    start: Start,
+    seed_count: Option<usize>,
+    version: Option<i64>,
+}
+
+impl Starting {
+    fn at(record: String, start: Start, version: i64) -> Starting {
+        Starting {
+            record,
+            start,
+            seed_count: None,
+            version: Some(version),
+        }
+    }
+}
+
+/// The record's transcript and version (`None` when it does not exist): from memory when
+/// the last turn on it left a current copy, else read from the store.
+async fn transcript(
+    agent: &Agent,
+    record: &str,
+) -> Result<Option<(Vec<Message>, i64)>, StoreError> {
+    let rec = record.to_string();
+    let Some(version) = persist::call(&agent.store, move |s| s.record_version(&rec)).await? else {
+        return Ok(None);
+    };
+    if let Some(items) = agent.transcripts.take(record, version) {
+        return Ok(Some((items, version)));
+    }
+    let rec = record.to_string();
+    persist::call(&agent.store, move |s| {
+        // Read together, so the version names exactly what was read.
+        let version = s.record_version(&rec)?;
+        let projected = s.projection(&rec)?;
+        Ok(version.map(|v| (seed::messages_of(&projected), v)))
+    })
+    .await
 }
 
 /// Registers the stream and prepares its turn. Nothing is sent to the host yet.
@@ -163,7 +208,12 @@ pub async fn prepare(
         .streams
         .insert(handle.clone())
         .map_err(|e| AgentError::InvalidParams(e.0))?;
-    let (record_id, start, seed_count) = match starting_transcript(agent, &mut p, method).await {
+    let Starting {
+        record: record_id,
+        start,
+        seed_count,
+        version,
+    } = match starting_transcript(agent, &mut p, method).await {
         Ok(v) => v,
         Err(e) => {
             agent.streams.remove(&p.stream_id);
@@ -200,8 +250,8 @@ pub async fn prepare(
         emit.clone(),
         trace.clone(),
         record_id.clone(),
-        start.items,
-        start.persisted,
+        start,
+        version,
         totals.clone(),
     );
     Ok(Prepared {

@@ -167,6 +167,7 @@ impl Turn {
         self.kinds = items.iter().map(persist::kind_for).collect();
         self.persisted = items.len();
         self.items = Arc::new(items);
+        self.canonical = None;
         self.last_prompt = None;
         n.insert("compacted".into(), json!(true));
         n.insert("preTokens".into(), json!(pre));

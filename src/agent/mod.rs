@@ -22,6 +22,7 @@ pub mod run;
 pub mod seed;
 pub mod stream;
 pub mod trace;
+pub mod transcripts;
 
 use std::sync::Arc;
 
@@ -49,6 +50,8 @@ pub struct Agent {
     pub traces: trace::Traces,
     /// `*_for_session` approval decisions.
     pub approvals: approval::SessionRules,
+    /// Recent records' transcripts, so a follow-up turn does not re-read its history.
+    pub transcripts: transcripts::Transcripts,
 }
 
 impl Agent {
@@ -61,7 +64,9 @@ impl Agent {
         host: Arc<dyn HostLink>,
         sink: Arc<dyn events::EventSink>,
     ) -> Agent {
+        let cache_bytes = config.settings().transcript_cache_bytes;
         Agent {
+            transcripts: transcripts::Transcripts::new(cache_bytes),
             store,
             router,
             lifecycle,

@@ -101,6 +101,10 @@ pub struct Turn {
     pub(super) display: DisplayFilter,
     /// The descriptors offered, with the router generation they were built from.
     offered: Option<(u64, Arc<[Value]>)>,
+    /// See `seed::Start::canonical`; `None` once the turn rewrites its items (compaction).
+    pub(super) canonical: Option<usize>,
+    /// The record's version after the last commit (see `Store::record_version`).
+    version: Option<i64>,
 }
 
 /// Reminders the completion gate sends per turn before a final answer stands.
@@ -130,10 +134,15 @@ impl Turn {
         emit: Emitter,
         trace: Trace,
         record_id: String,
-        items: Vec<Message>,
-        persisted: usize,
+        start: seed::Start,
+        version: Option<i64>,
         totals: Totals,
     ) -> Turn {
+        let seed::Start {
+            items,
+            persisted,
+            canonical,
+        } = start;
         let kinds = items.iter().map(persist::kind_for).collect();
         let todos = last_todos(&items);
         let settings = agent.config.settings();
@@ -160,6 +169,8 @@ impl Turn {
             todo_reminders: 0,
             display: DisplayFilter::new(),
             offered: None,
+            canonical,
+            version,
             agent,
             p,
             handle,
@@ -196,10 +207,11 @@ impl Turn {
         if pending.is_empty() {
             return Ok(());
         }
-        persist::append_many(&self.agent.store, &self.record_id, &pending)
+        let version = persist::append_many(&self.agent.store, &self.record_id, &pending)
             .await
             .map_err(|e| format!("cannot write the durable record {}: {e}", self.record_id))?;
         self.persisted = self.items.len();
+        self.version = version;
         Ok(())
     }
 
@@ -229,6 +241,27 @@ impl Turn {
     }
 
     pub async fn run(mut self) -> Completion {
+        let completion = self.rounds().await;
+        self.keep_transcript();
+        completion
+    }
+
+    /// Leaves the transcript for the record's next turn, when it is exactly the record's.
+    fn keep_transcript(&mut self) {
+        let (Some(k), Some(version)) = (self.canonical, self.version) else {
+            return;
+        };
+        if self.persisted != self.items.len() {
+            return;
+        }
+        let mut items = std::mem::take(Arc::make_mut(&mut self.items));
+        for m in items.iter_mut().skip(k) {
+            *m = super::transcripts::canonical(m);
+        }
+        self.agent.transcripts.put(&self.record_id, version, items);
+    }
+
+    async fn rounds(&mut self) -> Completion {
         let mut recoveries = 0u32;
         if self.p.resume && self.p.host_tools.is_some() {
             self.seed_host_read_state().await;

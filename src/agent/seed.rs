@@ -19,9 +19,15 @@ pub struct Start {
     pub items: Vec<Message>,
     /// `items[..persisted]` are already in the record.
     pub persisted: usize,
+    /// `Some(k)`: `items[..k]` are exactly what reading the record gives and every item after
+    /// them is appended to it, so once the turn has committed everything its items are the
+    /// record's transcript (worth keeping in memory for the next turn). `None` when the turn
+    /// holds items the record does not (a replaced system prompt, a synthetic close in the
+    /// middle, a re-seed).
+    pub canonical: Option<usize>,
 }
 
-fn messages_of(p: &[Projected]) -> Vec<Message> {
+pub fn messages_of(p: &[Projected]) -> Vec<Message> {
     p.iter()
         .filter_map(|e| persist::from_record(&e.message))
         .collect()
@@ -68,24 +74,39 @@ pub fn close_dangling(items: &mut Vec<Message>) -> Option<usize> {
 /// `resume: true`: the projection becomes the seed; a `systemPrompt` replaces the leading
 /// system message. Synthetic closes at the tail are recorded (the record continues
 /// linearly); ones in the middle stay in memory so record order never diverges.
-pub fn resume(projected: &[Projected], system_prompt: Option<&str>) -> Start {
-    let mut items = messages_of(projected);
+pub fn resume(mut items: Vec<Message>, system_prompt: Option<&str>) -> Start {
     let first = close_dangling(&mut items);
     let mut persisted = match first {
         // Inserted at the tail: new items to append, in record order.
         Some(i) if items[i..].iter().all(|m| m.role == Role::Tool) => i,
         _ => items.len(),
     };
+    // A close in the middle stays in memory only.
+    let mut canonical = match first {
+        None => Some(persisted),
+        Some(i) if i == persisted => Some(i),
+        Some(_) => None,
+    };
     if let Some(sp) = system_prompt {
         match items.first_mut() {
-            Some(m) if m.role == Role::System => m.content = sp.to_string(),
+            Some(m) if m.role == Role::System => {
+                if m.content != sp {
+                    m.content = sp.to_string();
+                    canonical = None;
+                }
+            }
             _ => {
                 items.insert(0, Message::new(Role::System, sp));
                 persisted += 1;
+                canonical = None;
             }
         }
     }
-    Start { items, persisted }
+    Start {
+        items,
+        persisted,
+        canonical,
+    }
 }
 
 fn same(a: &Message, b: &Message) -> bool {
@@ -99,23 +120,24 @@ fn same(a: &Message, b: &Message) -> bool {
 pub async fn reconcile(
     store: &Arc<Store>,
     record: &str,
+    mine: Vec<Message>,
     host: Vec<Message>,
 ) -> Result<Start, StoreError> {
-    let projected = persist::projection(store, record).await?;
-    let Some(projected) = projected.filter(|p| !p.is_empty()) else {
+    if mine.is_empty() {
         return Ok(Start {
             items: host,
             persisted: 0,
+            canonical: Some(0),
         });
-    };
-    let mine = messages_of(&projected);
+    }
     if host.len() >= mine.len() && mine.iter().zip(&host).all(|(a, b)| same(a, b)) {
         let mut items = mine;
         let n = items.len();
-        items.extend_from_slice(&host[n..]);
+        items.extend(host.into_iter().skip(n));
         return Ok(Start {
             items,
             persisted: n,
+            canonical: Some(n),
         });
     }
     let visible: Vec<&Message> = mine
@@ -140,8 +162,12 @@ pub async fn reconcile(
         let n = visible.len();
         let persisted = mine.len();
         let mut items = mine;
-        items.extend_from_slice(&host[n..]);
-        return Ok(Start { items, persisted });
+        items.extend(host.into_iter().skip(n));
+        return Ok(Start {
+            items,
+            persisted,
+            canonical: Some(persisted),
+        });
     }
     let rec = record.to_string();
     persist::call(store, move |s| {
@@ -164,6 +190,7 @@ pub async fn reconcile(
     Ok(Start {
         items: host,
         persisted: n,
+        canonical: None,
     })
 }
 
@@ -242,7 +269,7 @@ mod tests {
             message: persist::to_record(m),
         })
         .collect();
-        let s = resume(&proj, Some("new"));
+        let s = resume(messages_of(&proj), Some("new"));
         assert_eq!(s.items.len(), 4);
         assert_eq!(s.persisted, 3);
         assert_eq!(s.items[0].content, "new");

@@ -161,6 +161,15 @@ pub static KEYS: &[KeySpec] = &[
         doc: "requests waiting for an in-flight slot; when full, stdin is not read (back-pressure)",
     },
     KeySpec {
+        name: "transcript_cache_bytes",
+        kind: Kind::Int {
+            min: 0,
+            max: 1 << 30,
+        },
+        default: || json!(32 << 20),
+        doc: "bytes of recent records' transcripts kept in memory, so a follow-up turn does not re-read and re-parse its whole history",
+    },
+    KeySpec {
         name: "max_inflight_control_requests",
         kind: Kind::Int {
             min: 16,

@@ -340,6 +340,10 @@ impl Config {
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
                 .unwrap_or(1024),
+            transcript_cache_bytes: get("transcript_cache_bytes")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(32 << 20),
             max_inflight_control_requests: get("max_inflight_control_requests")
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
@@ -451,6 +455,8 @@ pub struct Settings {
     pub max_inflight_requests: usize,
     /// Requests waiting for an in-flight slot before stdin stops being read.
     pub max_queued_requests: usize,
+    /// Recent transcripts kept in memory (`transcript_cache_bytes`).
+    pub transcript_cache_bytes: usize,
     /// Control methods running at once (their own slots, apart from the others').
     pub max_inflight_control_requests: usize,
     pub plugin_max_output_bytes: usize,

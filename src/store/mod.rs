@@ -236,8 +236,8 @@ impl Store {
         self.write(|tx| insert_entry(tx, record_id, fields, 0, None, &now))
     }
 
-    /// Appends items in order in one transaction (all or none); returns the last seq. A turn
-    /// that starts with 6,000 new messages commits once, not 6,000 times.
+    /// Appends items in order in one transaction (all or none); returns the record's version
+    /// after it. A turn that starts with 6,000 new messages commits once, not 6,000 times.
     pub fn append_items(
         &self,
         record_id: &str,
@@ -248,13 +248,19 @@ impl Store {
         }
         let now = crate::clock::now_iso8601();
         self.write(|tx| {
-            let mut last = None;
             for (kind, message, tokens) in items {
                 let fields = records::item_fields(kind, message, *tokens, None);
-                last = Some(insert_entry(tx, record_id, fields, 0, None, &now)?);
+                insert_entry(tx, record_id, fields, 0, None, &now)?;
             }
-            Ok(last)
+            Ok(records::record_row(tx, record_id)?.map(|r| r.next_seq))
         })
+    }
+
+    /// A number that changes with every entry written to the record (records are
+    /// append-only, so its next seq), or `None` when it does not exist. Lets a cache of the
+    /// record's transcript tell whether it is still current without reading it.
+    pub fn record_version(&self, record_id: &str) -> Result<Option<i64>, StoreError> {
+        Ok(records::record_row(&self.conn(), record_id)?.map(|r| r.next_seq))
     }
 
     /// Appends a seed. On a new record it sets the record's fork provenance and label;
