@@ -16,6 +16,7 @@ mod chat_compaction;
 mod chat_durability;
 mod config;
 mod fs_tools;
+mod history_cache;
 mod host_tools;
 mod interaction;
 mod lifecycle;
