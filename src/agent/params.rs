@@ -44,8 +44,10 @@ pub const MAX_SYSTEM_PROMPT_CHARS: usize = 16_384;
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Raw {
-    #[serde(default)]
-    messages: Option<Value>,
+    /// Read from the params object itself (`parse_messages`): decoding it here would copy
+    /// the whole history once more.
+    #[serde(default, rename = "messages")]
+    _messages: Option<serde::de::IgnoredAny>,
     temperature: Option<f64>,
     top_p: Option<f64>,
     max_tokens: Option<u64>,
@@ -367,7 +369,7 @@ fn checked(
     let provider = llm::build_provider(&pp, settings, defaults)
         .map_err(|e| format!("failed to construct LLM provider: {e}"))?;
     // Messages.
-    let messages = match &raw.messages {
+    let messages = match obj.get("messages") {
         None | Some(Value::Null) => Vec::new(),
         Some(m) => llm::parse_messages(m)?,
     };

@@ -234,10 +234,11 @@ pub fn parse_messages(v: &Value) -> Result<Vec<Message>, Invalid> {
 /// what its role needs. `content` is checked on the raw object because `null` and a
 /// missing key both decode to an empty string.
 fn parse_message(i: usize, v: &Value) -> Result<Message, String> {
-    let at = format!("messages[{i}]");
+    let at = || format!("messages[{i}]");
     let Value::Object(o) = v else {
         return Err(format!(
-            "{at}: expected an object {{role, content}}, got {}",
+            "{}: expected an object {{role, content}}, got {}",
+            at(),
             crate::strict::quote(v)
         ));
     };
@@ -245,21 +246,30 @@ fn parse_message(i: usize, v: &Value) -> Result<Message, String> {
     if let Some(Value::String(r)) = o.get("role") {
         Role::parse(r)?;
     }
-    let mut m: Message = crate::strict::decode_at(v, &at)?;
+    // The plain decode first (a long history is thousands of messages); the path-tracking
+    // one only to name what is wrong.
+    let mut m = match Message::deserialize(v) {
+        Ok(m) => m,
+        Err(_) => crate::strict::decode_at::<Message>(v, &at())?,
+    };
     let has_content = o.get("content").is_some_and(|c| !c.is_null());
     let role = m.role.as_str();
     match m.role {
         Role::System | Role::User if !has_content && m.parts.is_empty() => Err(format!(
-            "{at}: content is required on a {role} message (the text, as a string)"
+            "{}: content is required on a {role} message (the text, as a string)",
+            at()
         )),
         Role::Assistant if !has_content && m.tool_calls.is_empty() => Err(format!(
-            "{at}: content is required on an assistant message without toolCalls"
+            "{}: content is required on an assistant message without toolCalls",
+            at()
         )),
         Role::Tool if m.tool_call_id.is_none() => Err(format!(
-            "{at}: toolCallId is required on a tool message (the id of the call it answers)"
+            "{}: toolCallId is required on a tool message (the id of the call it answers)",
+            at()
         )),
         Role::Tool if !has_content => Err(format!(
-            "{at}: content is required on a tool message (the tool's result, as a string)"
+            "{}: content is required on a tool message (the tool's result, as a string)",
+            at()
         )),
         _ => Ok(()),
     }?;
