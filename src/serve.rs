@@ -151,6 +151,10 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
             if let Ok(cwd) = std::env::current_dir() {
                 crate::tools::bash::saved::prune(&cwd);
             }
+            let n = crate::sandbox::spawn::sweep_stale_tmp();
+            if n > 0 {
+                tracing::info!("removed {n} private temp dir(s) left by sidecars that are gone");
+            }
         });
         let mut poll = tokio::time::interval(PARENT_POLL);
         loop {

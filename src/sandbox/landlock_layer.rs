@@ -60,15 +60,15 @@ pub fn apply(policy: &Policy, tmp_dir: Option<&Path>) -> Result<(), String> {
         .map_err(|e| err("creating the ruleset", &e))?;
 
     let hidden: Vec<PathBuf> = policy.hidden_paths.iter().map(|p| canonical(p)).collect();
-    let mut rules: Vec<(PathBuf, BitFlags<AccessFs>)> = Vec::new();
+    let mut rules: Vec<Rule> = Vec::new();
     // Directory listings everywhere (names only); file contents and exec via the expansion.
-    rules.push((PathBuf::from("/"), AccessFs::ReadDir.into()));
-    grant(Path::new("/"), read, &hidden, &mut rules);
+    rules.push((PathBuf::from("/"), AccessFs::ReadDir.into(), true));
+    grant(Path::new("/"), read, &hidden, &mut rules, true);
     // Read-only exceptions inside hidden paths (this session's spill files, a plugin's dir).
     for p in &policy.revealed_paths {
         let c = canonical(p);
-        if c.exists() {
-            rules.push((c, read));
+        if let Ok(m) = std::fs::metadata(&c) {
+            rules.push((c, read, m.is_dir()));
         }
     }
     for root in policy
@@ -78,19 +78,23 @@ pub fn apply(policy: &Policy, tmp_dir: Option<&Path>) -> Result<(), String> {
         .chain(tmp_dir)
     {
         let root = canonical(root);
-        if root.exists() {
-            grant(&root, all, &hidden, &mut rules);
+        if let Ok(m) = std::fs::metadata(&root) {
+            grant(&root, all, &hidden, &mut rules, m.is_dir());
         }
     }
     for dev in WRITABLE_DEVICES {
-        rules.push((PathBuf::from(dev), AccessFs::ReadFile | AccessFs::WriteFile));
+        rules.push((
+            PathBuf::from(dev),
+            AccessFs::ReadFile | AccessFs::WriteFile,
+            false,
+        ));
     }
-    for (path, access) in rules {
+    for (path, access, is_dir) in rules {
         let Ok(fd) = PathFd::new(&path) else {
             // Vanished since it was listed, or unopenable: nothing to grant.
             continue;
         };
-        let access = if path.is_dir() {
+        let access = if is_dir {
             access
         } else {
             access & AccessFs::from_file(TARGET_ABI)
@@ -123,13 +127,18 @@ pub fn canonical(p: &Path) -> PathBuf {
     }
 }
 
+/// A path, what it is granted, and whether it is a directory (known from the listing, so
+/// applying the rules costs no `stat` per path).
+type Rule = (PathBuf, BitFlags<AccessFs>, bool);
+
 /// Grants `access` beneath `dir`, except beneath any of `hidden`: where a hidden path lies
 /// inside, `dir` itself gets no rule and each child is granted (recursively) instead.
 fn grant(
     dir: &Path,
     access: BitFlags<AccessFs>,
     hidden: &[PathBuf],
-    out: &mut Vec<(PathBuf, BitFlags<AccessFs>)>,
+    out: &mut Vec<Rule>,
+    is_dir: bool,
 ) {
     // A root inside a hidden path (a writable root named there) gets nothing.
     if hidden.iter().any(|h| dir.starts_with(h)) {
@@ -141,7 +150,7 @@ fn grant(
         .cloned()
         .collect();
     if inside.is_empty() {
-        out.push((dir.to_path_buf(), access));
+        out.push((dir.to_path_buf(), access, is_dir));
         return;
     }
     if inside.iter().any(|h| h == dir) {
@@ -152,17 +161,19 @@ fn grant(
         return;
     };
     for entry in entries.flatten() {
-        let path = entry.path();
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        // The type from the listing itself (`d_type`; std falls back to lstat where the
+        // filesystem does not fill it): no stat per entry.
+        let Ok(kind) = entry.file_type() else {
             continue;
         };
-        if meta.file_type().is_symlink() {
+        if kind.is_symlink() {
             continue;
         }
-        if meta.is_dir() {
-            grant(&path, access, &inside, out);
+        let path = entry.path();
+        if kind.is_dir() {
+            grant(&path, access, &inside, out, true);
         } else if !inside.contains(&path) {
-            out.push((path, access));
+            out.push((path, access, false));
         }
     }
 }
@@ -186,6 +197,7 @@ mod tests {
             AccessFs::ReadFile.into(),
             &[root.join("a/secret")],
             &mut out,
+            true,
         );
         let mut beneath = Vec::new();
         grant(
@@ -193,12 +205,13 @@ mod tests {
             AccessFs::ReadFile.into(),
             &[root.join("a/secret")],
             &mut beneath,
+            true,
         );
         assert!(
             beneath.is_empty(),
             "a root beneath a hidden path gets nothing"
         );
-        let mut paths: Vec<PathBuf> = out.into_iter().map(|(p, _)| p).collect();
+        let mut paths: Vec<PathBuf> = out.into_iter().map(|(p, _, _)| p).collect();
         paths.sort();
         assert_eq!(
             paths,

@@ -246,6 +246,42 @@ impl PrivateTmp {
     }
 }
 
+/// Removes private temp dirs left by sidecars that died without dropping them (SIGKILL,
+/// power loss): the name carries the owner's pid, and only dirs whose owner is gone are
+/// touched. Returns how many were removed. Run in the background after ready; besides the
+/// litter, every sandboxed command's Landlock rules list the temp dir's entries.
+pub fn sweep_stale_tmp() -> usize {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return 0;
+    };
+    let me = std::process::id();
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("outrigger-sbx-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid <= 0 || pid as u32 == me {
+            continue;
+        }
+        let gone = matches!(
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+            Err(nix::errno::Errno::ESRCH)
+        );
+        // Only our own dirs (mode 0700, a directory, not a link someone planted).
+        let ours = entry.file_type().is_ok_and(|t| t.is_dir());
+        if gone && ours && std::fs::remove_dir_all(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 impl Drop for PrivateTmp {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);

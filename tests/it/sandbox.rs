@@ -533,3 +533,32 @@ fn the_command_sees_only_its_own_processes() {
     // file first: in a pipe, `grep` may or may not have started yet).
     assert_eq!(stdout(&tr), "2\n3\nhidden\n", "{tr}");
 }
+
+#[test]
+fn private_temp_dirs_of_dead_sidecars_are_swept_after_ready() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A pid that is certainly gone: a child we already reaped.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let stale = tmp.path().join(format!("outrigger-sbx-{dead}-0-0badf00d"));
+    std::fs::create_dir(&stale).unwrap();
+    std::fs::write(stale.join("left.txt"), "x").unwrap();
+    // Owned by a live process (this test): never touched.
+    let live = tmp
+        .path()
+        .join(format!("outrigger-sbx-{}-0-0badf00d", std::process::id()));
+    std::fs::create_dir(&live).unwrap();
+    let unrelated = tmp.path().join("outrigger-sbx-notapid");
+    std::fs::create_dir(&unrelated).unwrap();
+    let mut s = Sidecar::start_with(Opts {
+        env: vec![("TMPDIR".into(), tmp.path().display().to_string())],
+        ..Default::default()
+    });
+    assert!(
+        wait_until(std::time::Duration::from_secs(10), || !stale.exists()),
+        "the dead sidecar's dir is still there"
+    );
+    assert!(live.exists() && unrelated.exists());
+    s.ok("system.ping", Value::Null);
+}
