@@ -300,8 +300,11 @@ impl Prepared {
             // Persist before done so a host holding the done's traceId can fetch it even
             // after a restart. A failed write only costs the trace, never the stream.
             let row = trace.to_row(&record_id);
-            if let Err(e) = persist::call(&agent.store, move |s| s.put_trace(&row)).await {
-                tracing::warn!("trace {}: cannot persist it: {e}", trace.id);
+            let bytes = row.body.to_string().len();
+            match persist::call(&agent.store, move |s| s.put_trace(&row)).await {
+                // In the store: the memory copy may now go when memory is short.
+                Ok(()) => agent.traces.stored(&trace.id, bytes),
+                Err(e) => tracing::warn!("trace {}: cannot persist it: {e}", trace.id),
             }
             if failed {
                 emit.error("LoopError", &reason, &trace.id);

@@ -64,7 +64,9 @@ impl Agent {
         host: Arc<dyn HostLink>,
         sink: Arc<dyn events::EventSink>,
     ) -> Agent {
-        let cache_bytes = config.settings().transcript_cache_bytes;
+        let settings = config.settings();
+        let (cache_bytes, trace_bytes) =
+            (settings.transcript_cache_bytes, settings.trace_memory_bytes);
         Agent {
             transcripts: transcripts::Transcripts::new(cache_bytes),
             store,
@@ -75,7 +77,7 @@ impl Agent {
             host,
             sink,
             streams: stream::Streams::default(),
-            traces: trace::Traces::default(),
+            traces: trace::Traces::new(trace_bytes),
             approvals: approval::SessionRules::default(),
         }
     }

@@ -153,13 +153,57 @@ impl Trace {
     }
 }
 
-/// All kept traces.
-#[derive(Default)]
+/// All kept traces: running ones always, finished ones while they fit the byte budget
+/// (`trace_memory_bytes`) and the count; once a finished trace is in the store it may be
+/// dropped here, and `trace.fetch` reads it from the store.
 pub struct Traces {
     inner: Mutex<(HashMap<String, Trace>, VecDeque<String>)>,
+    /// Sizes of the finished traces that are already in the store, oldest first.
+    stored: Mutex<(VecDeque<(String, usize)>, usize)>,
+    max_bytes: usize,
+}
+
+impl Default for Traces {
+    fn default() -> Traces {
+        Traces::new(crate::config::DEFAULT_TRACE_MEMORY_BYTES)
+    }
 }
 
 impl Traces {
+    pub fn new(max_bytes: usize) -> Traces {
+        Traces {
+            inner: Mutex::new((HashMap::new(), VecDeque::new())),
+            stored: Mutex::new((VecDeque::new(), 0)),
+            max_bytes,
+        }
+    }
+
+    /// `id` is in the store (its body `bytes` long): from now on it counts against the
+    /// memory budget, and the oldest stored traces are dropped from memory to stay within it.
+    pub fn stored(&self, id: &str, bytes: usize) {
+        let mut drop_ids = Vec::new();
+        {
+            let mut s = self.stored.lock().unwrap_or_else(|e| e.into_inner());
+            s.0.push_back((id.to_string(), bytes));
+            s.1 += bytes;
+            while s.1 > self.max_bytes {
+                let Some((old, n)) = s.0.pop_front() else {
+                    break;
+                };
+                s.1 -= n;
+                drop_ids.push(old);
+            }
+        }
+        if drop_ids.is_empty() {
+            return;
+        }
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        for old in drop_ids {
+            g.0.remove(&old);
+            g.1.retain(|k| *k != old);
+        }
+    }
+
     pub fn start(
         &self,
         stream_id: &str,

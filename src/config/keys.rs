@@ -170,6 +170,15 @@ pub static KEYS: &[KeySpec] = &[
         doc: "bytes of recent records' transcripts kept in memory, so a follow-up turn does not re-read and re-parse its whole history",
     },
     KeySpec {
+        name: "trace_memory_bytes",
+        kind: Kind::Int {
+            min: 0,
+            max: 1 << 30,
+        },
+        default: || json!(super::DEFAULT_TRACE_MEMORY_BYTES),
+        doc: "bytes of finished traces kept in memory once they are in the store; older ones are read back from the store by trace.fetch",
+    },
+    KeySpec {
         name: "max_inflight_control_requests",
         kind: Kind::Int {
             min: 16,

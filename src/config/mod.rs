@@ -16,6 +16,10 @@ use serde_json::{Map, Value};
 
 pub use keys::{KEYS, LOG_LEVELS};
 
+/// Default of `trace_memory_bytes`: finished traces are in the store, so memory keeps only
+/// the most recent few (a turn's trace is a few KiB).
+pub const DEFAULT_TRACE_MEMORY_BYTES: usize = 1 << 20;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
@@ -340,6 +344,10 @@ impl Config {
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
                 .unwrap_or(1024),
+            trace_memory_bytes: get("trace_memory_bytes")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(DEFAULT_TRACE_MEMORY_BYTES),
             transcript_cache_bytes: get("transcript_cache_bytes")
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
@@ -455,6 +463,8 @@ pub struct Settings {
     pub max_inflight_requests: usize,
     /// Requests waiting for an in-flight slot before stdin stops being read.
     pub max_queued_requests: usize,
+    /// Finished, stored traces kept in memory (`trace_memory_bytes`).
+    pub trace_memory_bytes: usize,
     /// Recent transcripts kept in memory (`transcript_cache_bytes`).
     pub transcript_cache_bytes: usize,
     /// Control methods running at once (their own slots, apart from the others').

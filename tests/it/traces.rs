@@ -50,3 +50,33 @@ fn a_finished_trace_survives_a_restart() {
     let r = s.call("trace.fetch", json!({"traceId": "trace_nope"}));
     assert_eq!(code(&r), -32004);
 }
+
+#[test]
+fn traces_dropped_from_memory_are_fetched_from_the_store() {
+    // No memory for finished traces at all: every fetch after the stream ends is the
+    // store's copy, identical to what the live trace said.
+    let mut s = crate::common::Sidecar::start_with(crate::common::Opts {
+        env: vec![("OUTRIGGER_TRACE_MEMORY_BYTES".into(), "0".into())],
+        ..Default::default()
+    });
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let r = run(
+            &mut s,
+            merge(
+                scripted(json!([{"text": "ok"}]), "x"),
+                json!({"chatId": format!("chat_mem_{i}")}),
+            ),
+        );
+        assert_eq!(r.done["status"], "completed");
+        ids.push(r.done["traceId"].clone());
+    }
+    for id in ids {
+        let t = s.ok("trace.fetch", json!({"traceId": id}));
+        assert_eq!(t["trace"]["traceId"], id);
+        assert_eq!(t["trace"]["status"], "completed");
+        assert!(t["events"].as_array().is_some_and(|e| !e.is_empty()), "{t}");
+    }
+    let h = s.ok("system.ping", json!(null));
+    assert_eq!(h["activeTraces"], 0);
+}
