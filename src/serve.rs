@@ -17,6 +17,8 @@ use crate::tools::Router;
 use crate::tools::plugins::PluginRegistry;
 
 /// How often we look for a parent that went away without closing our stdin.
+/// How long after ready the background warm-ups start.
+const WARMUP_DELAY: Duration = Duration::from_millis(100);
 const PARENT_POLL: Duration = Duration::from_millis(500);
 
 pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
@@ -138,23 +140,29 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
     }
 
     let cause = runtime.block_on(async {
-        // Warm the python probe in the background: ping answers from the cache.
+        // Background warm-ups, after the host's first exchanges (a ping, a config call, the
+        // first turn) have had both cores: the python probe (ping answers from its cache),
+        // the sandbox probe, pruning saved bash output and dead sidecars' temp dirs. Whatever
+        // needs one of them earlier runs it itself.
         let warm = app.clone();
         tokio::spawn(async move {
-            warm.python_version().await;
+            tokio::time::sleep(WARMUP_DELAY).await;
+            tokio::join!(warm.python_version(), sandbox.caps());
         });
-        // After ready: probe the sandbox and prune the default workspace's saved bash output.
-        tokio::spawn(async move {
-            sandbox.caps().await;
-        });
-        tokio::task::spawn_blocking(|| {
-            if let Ok(cwd) = std::env::current_dir() {
-                crate::tools::bash::saved::prune(&cwd);
-            }
-            let n = crate::sandbox::spawn::sweep_stale_tmp();
-            if n > 0 {
-                tracing::info!("removed {n} private temp dir(s) left by sidecars that are gone");
-            }
+        tokio::spawn(async {
+            tokio::time::sleep(WARMUP_DELAY).await;
+            let _ = tokio::task::spawn_blocking(|| {
+                if let Ok(cwd) = std::env::current_dir() {
+                    crate::tools::bash::saved::prune(&cwd);
+                }
+                let n = crate::sandbox::spawn::sweep_stale_tmp();
+                if n > 0 {
+                    tracing::info!(
+                        "removed {n} private temp dir(s) left by sidecars that are gone"
+                    );
+                }
+            })
+            .await;
         });
         let mut poll = tokio::time::interval(PARENT_POLL);
         loop {

@@ -34,6 +34,42 @@ pub struct FsEnv {
     /// Held from the CAS check to the rename so two calls in this process cannot interleave
     /// on a file (the check would pass for both and one write would be lost).
     write_lock: Mutex<()>,
+    /// Recently resolved workspaces (see `workspace`).
+    resolved: Mutex<Vec<Resolved>>,
+}
+
+/// How long a resolved workspace is reused. Resolving canonicalizes the root and every
+/// blocked path (a readlink per component: ~10 % of a tool round's CPU when done per call);
+/// a model round's calls come within milliseconds of each other.
+const RESOLVED_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+/// Workspaces (root and settings) kept resolved at once.
+const RESOLVED_KEPT: usize = 8;
+
+struct Resolved {
+    at: std::time::Instant,
+    root: std::path::PathBuf,
+    key: WorkspaceKey,
+    ws: Arc<Workspace>,
+}
+
+/// The settings a workspace is resolved from.
+#[derive(PartialEq)]
+struct WorkspaceKey {
+    writable: Vec<std::path::PathBuf>,
+    readable: Vec<std::path::PathBuf>,
+    blocked: Vec<std::path::PathBuf>,
+    max_walk: usize,
+}
+
+impl WorkspaceKey {
+    fn of(s: &Settings) -> WorkspaceKey {
+        WorkspaceKey {
+            writable: s.writable_roots.clone(),
+            readable: s.readable_roots.clone(),
+            blocked: s.blocked_paths.clone(),
+            max_walk: s.max_walk_entries,
+        }
+    }
 }
 
 impl FsEnv {
@@ -42,6 +78,7 @@ impl FsEnv {
             state: ReadState::new(),
             settings,
             write_lock: Mutex::new(()),
+            resolved: Mutex::new(Vec::new()),
         })
     }
 
@@ -49,8 +86,38 @@ impl FsEnv {
         (self.settings)()
     }
 
-    pub fn workspace(&self, ctx: &ToolContext, settings: &Settings) -> Result<Workspace, String> {
-        Workspace::new(&ctx.workspace_root, settings).map_err(|e| e.to_string())
+    /// The call's workspace, resolved (or reused when the same root and settings were
+    /// resolved within `RESOLVED_TTL`).
+    pub fn workspace(
+        &self,
+        ctx: &ToolContext,
+        settings: &Settings,
+    ) -> Result<Arc<Workspace>, String> {
+        let key = WorkspaceKey::of(settings);
+        let now = std::time::Instant::now();
+        {
+            let mut kept = self.resolved.lock().unwrap_or_else(|e| e.into_inner());
+            kept.retain(|r| now.duration_since(r.at) < RESOLVED_TTL);
+            if let Some(r) = kept
+                .iter()
+                .find(|r| r.root == ctx.workspace_root && r.key == key)
+            {
+                return Ok(r.ws.clone());
+            }
+        }
+        let ws =
+            Arc::new(Workspace::new(&ctx.workspace_root, settings).map_err(|e| e.to_string())?);
+        let mut kept = self.resolved.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() >= RESOLVED_KEPT {
+            kept.remove(0);
+        }
+        kept.push(Resolved {
+            at: now,
+            root: ctx.workspace_root.clone(),
+            key,
+            ws: ws.clone(),
+        });
+        Ok(ws)
     }
 
     pub(crate) fn lock_writes(&self) -> std::sync::MutexGuard<'_, ()> {
