@@ -11,23 +11,9 @@ fn main() {
     if let Some(code) = outrigger::sandbox::launcher::from_args(std::env::args_os()) {
         std::process::exit(code);
     }
-    tune_allocator();
+    outrigger::memory::tune();
     let cli = Cli::parse();
     std::process::exit(real_main(cli));
-}
-
-/// glibc's defaults suit short programs, not a long-lived server: each thread that allocates
-/// gets its own arena (RSS grows with the runtime's worker count), and after a large buffer is
-/// freed the mmap threshold rises to its size, so the next large buffers (a 4 MB `tool.list`
-/// reply, a long history) come from the heap and their pages are kept. A fixed threshold
-/// sends them to mmap and back to the kernel on free; two arenas bound the per-thread spread.
-fn tune_allocator() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets allocator parameters; it runs before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
-    }
 }
 
 fn real_main(cli: Cli) -> i32 {

@@ -33,6 +33,8 @@ struct Shared {
 
 /// Batches above this size are not kept around after they are written.
 const KEEP_BUFFER_BYTES: usize = 4 << 20;
+/// After a batch this large, free heap pages go back to the kernel (`memory::trim`).
+const TRIM_AFTER_BYTES: usize = 1 << 20;
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -58,9 +60,13 @@ impl Shared {
                     tracing::warn!("stdout is closed; dropping further frames");
                 }
             }
+            let big = batch.len() > TRIM_AFTER_BYTES;
             batch.clear();
             if batch.capacity() > KEEP_BUFFER_BYTES {
                 batch = Vec::new();
+            }
+            if big {
+                crate::memory::trim();
             }
             for ack in acks {
                 let _ = ack.send(());
