@@ -12,6 +12,9 @@
 //!   answered.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 
+#[path = "shared/mod.rs"]
+mod shared;
+use shared::vm_rss_kib;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
@@ -52,16 +55,6 @@ fn spawn(bin: &str) -> Proc {
         out,
         _home: home,
     }
-}
-
-fn vm_rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 fn sleeps() -> Vec<u8> {

@@ -8,6 +8,9 @@
 //! Also times `glob` over a generated tree of 50,000 files.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 
+#[path = "shared/mod.rs"]
+mod shared;
+use shared::median;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -72,11 +75,6 @@ impl Sidecar {
     }
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
 /// CPU seconds (user + system) the sidecar has used, from `/proc/<pid>/stat`.
 fn process_cpu(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -113,7 +111,7 @@ fn time(cpu: impl Fn() -> f64, mut f: impl FnMut()) -> (Duration, f64) {
         cpus.push(cpu() - c);
     }
     cpus.sort_by(f64::total_cmp);
-    (median(walls), cpus[cpus.len() / 2])
+    (median(&walls), cpus[cpus.len() / 2])
 }
 
 fn rg(tree: &Path, extra: &[&str], pattern: &str) -> Vec<u8> {

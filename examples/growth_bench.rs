@@ -9,6 +9,9 @@
 //! Prints a markdown table, then the raw numbers. Exits non-zero only on a protocol error.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 
+#[path = "shared/mod.rs"]
+mod shared;
+use shared::{median, vm_rss_kib};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
@@ -56,12 +59,6 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-fn median(v: &[Duration]) -> Duration {
-    let mut v = v.to_vec();
-    v.sort();
-    v[v.len() / 2]
-}
-
 fn p99(v: &[Duration]) -> Duration {
     let mut v = v.to_vec();
     v.sort();
@@ -73,16 +70,6 @@ fn median_u64(v: &[u64]) -> u64 {
     let mut v = v.to_vec();
     v.sort();
     v[v.len() / 2]
-}
-
-fn vm_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 /// CPU time of every live thread of `pid` (first field of each task's schedstat, in ns).

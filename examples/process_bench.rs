@@ -4,9 +4,12 @@
 //! `system.ping` throughput over 100,000 requests.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 
+#[path = "shared/mod.rs"]
+mod shared;
+use shared::{median, vm_rss_kib};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 fn spawn(bin: &str, home: &std::path::Path) -> std::process::Child {
     Command::new(bin)
@@ -32,21 +35,6 @@ fn wait_marker(child: &mut std::process::Child) -> BufReader<std::process::Child
     }
 }
 
-fn vm_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
 fn main() {
     let bin = std::env::args()
         .nth(1)
@@ -67,7 +55,7 @@ fn main() {
     rss.sort();
     println!(
         "spawn -> ready marker: median {:.2} ms (min {:.2}, max {:.2}) over 20",
-        median(ready.clone()).as_secs_f64() * 1e3,
+        median(&ready).as_secs_f64() * 1e3,
         ready.iter().min().map_or(0.0, |d| d.as_secs_f64() * 1e3),
         ready.iter().max().map_or(0.0, |d| d.as_secs_f64() * 1e3),
     );
