@@ -206,3 +206,72 @@ fn without_namespaces_an_existing_repository_loses_only_what_the_command_added()
         "{cfg}"
     );
 }
+
+#[test]
+fn the_file_tools_never_write_inside_a_git_directory() {
+    let ws = tempfile::tempdir().unwrap();
+    let w = ws.path();
+    assert!(git(w, &["init", "-q"]).status.success());
+    std::fs::create_dir_all(w.join("sub")).unwrap();
+    std::os::unix::fs::symlink(w.join(".git/hooks"), w.join("sub/h")).unwrap();
+    let mut s = Sidecar::start();
+    let invoke = |s: &mut Sidecar, name: &str, args: Value| {
+        s.ok(
+            "tool.invoke",
+            json!({"name": name, "arguments": args, "consentGranted": true,
+                   "context": {"cwd": w}}),
+        )
+    };
+    let hook = "#!/bin/sh\ntouch \"$HOME/pwned\"\n";
+    for path in [
+        ".git/hooks/pre-commit",
+        ".git/config",
+        ".GIT/hooks/post-checkout",
+        "sub/h/pre-commit",
+        ".git",
+        "sub/.git",
+    ] {
+        let r = invoke(&mut s, "write_file", json!({"path": path, "content": hook}));
+        assert_eq!(r["success"], false, "{path}: {r}");
+        assert_eq!(r["data"]["code"], "path_protected", "{path}: {r}");
+        assert!(r["error"].as_str().unwrap().contains("git"), "{r}");
+    }
+    assert!(!w.join(".git/hooks/pre-commit").exists());
+    assert!(!w.join("sub/.git").exists());
+    // apply_patch is refused the same way, and nothing of the patch is written.
+    let r = invoke(
+        &mut s,
+        "apply_patch",
+        json!({"patches": [{"path": ".git/description",
+                            "edits": [{"oldText": "Unnamed", "newText": "x"}]}]}),
+    );
+    assert_eq!(r["success"], false, "{r}");
+    assert!(
+        r["error"].as_str().unwrap().contains("git directory"),
+        "{r}"
+    );
+    let description = std::fs::read_to_string(w.join(".git/description")).unwrap();
+    assert!(description.contains("Unnamed"), "{description}");
+    // Ordinary files next to the repository are still written.
+    let r = invoke(
+        &mut s,
+        "write_file",
+        json!({"path": "notes.txt", "content": "ok\n"}),
+    );
+    assert_eq!(r["success"], true, "{r}");
+    // And the user's next commit runs no hook.
+    assert!(git(w, &["add", "notes.txt"]).status.success());
+    let out = git(
+        w,
+        &[
+            "-c",
+            "user.name=u",
+            "-c",
+            "user.email=u@x",
+            "commit",
+            "-qm",
+            "m",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+}

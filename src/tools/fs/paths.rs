@@ -50,6 +50,10 @@ pub enum PathError {
         "path is blocked: {path} has other hard links, and the blocked path {entry} holds more than max_walk_entries entries to compare it with; raise max_walk_entries"
     )]
     LinkUnchecked { path: String, entry: PathBuf },
+    #[error(
+        "path is protected: {path} (resolves to {resolved}) is inside a git directory; hooks and config written there run outside the sandbox on the user's next git command, so the file tools do not write them; change the repository with git commands through bash"
+    )]
+    GitDir { path: String, resolved: PathBuf },
     #[error("{path}: no such file or directory")]
     NotFound { path: String },
     #[error("{path}: {msg}")]
@@ -152,6 +156,23 @@ fn canonical_roots(root: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// Refuses a write whose resolved path has a `.git` component (any case: macOS and Windows
+/// file systems are case-insensitive, and git finds `.GIT` there).
+fn refuse_git_dir(path: &str, resolved: &Path) -> Result<(), PathError> {
+    let git = resolved.components().any(|c| {
+        c.as_os_str()
+            .to_str()
+            .is_some_and(|s| s.eq_ignore_ascii_case(".git"))
+    });
+    if git {
+        return Err(PathError::GitDir {
+            path: path.to_string(),
+            resolved: resolved.to_path_buf(),
+        });
+    }
+    Ok(())
 }
 
 impl Workspace {
@@ -258,9 +279,12 @@ impl Workspace {
         self.resolve(path, &self.readable, "readable_roots")
     }
 
-    /// As `resolve_read`, against the writable roots.
+    /// As `resolve_read`, against the writable roots; nothing inside a `.git` directory (or
+    /// a `.git` file, which could point git at another one).
     pub fn resolve_write(&self, path: &str) -> Result<PathBuf, PathError> {
-        self.resolve(path, &self.writable, "writable_roots")
+        let abs = self.resolve(path, &self.writable, "writable_roots")?;
+        refuse_git_dir(path, &abs)?;
+        Ok(abs)
     }
 
     /// Whether a path (e.g. a symlink target found while walking) is readable: inside a
@@ -384,6 +408,8 @@ impl Workspace {
         )?;
         let real = fd_path(&fd).map_err(|e| PathError::io(path, e))?;
         self.check_opened(path, &real.join(name), &self.writable, "writable_roots")?;
+        // Decided again on the opened directory: a symlink swapped in since `resolve_write`.
+        refuse_git_dir(path, &real.join(name))?;
         // A sandboxed command running now must not take what this tool writes for its own.
         crate::sandbox::protect::note_tool_write(&self.root, &real.join(name));
         Ok((fd, name.to_os_string()))

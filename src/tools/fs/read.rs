@@ -152,6 +152,7 @@ pub(crate) fn path_failure(e: PathError) -> ToolResult {
         PathError::Blocked { .. }
         | PathError::BlockedLink { .. }
         | PathError::LinkUnchecked { .. } => "path_blocked",
+        PathError::GitDir { .. } => "path_protected",
         PathError::NotFound { .. } => "not_found",
         PathError::Empty { .. } => "invalid_path",
         PathError::Io { .. } | PathError::BadRoot { .. } => "io",
