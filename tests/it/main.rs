@@ -16,6 +16,9 @@ mod chat_compaction;
 mod chat_durability;
 mod config;
 mod fs_tools;
+#[path = "../../fuzz/oracles.rs"]
+mod fuzz_oracles;
+mod fuzz_props;
 mod history_cache;
 mod host_tools;
 mod interaction;

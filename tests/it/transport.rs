@@ -164,6 +164,12 @@ fn undecodable_params_keep_the_request_id() {
         json!({"\u{FFFD}k": "\u{FFFD}A and \u{1F600}"}),
         "{r}"
     );
+    // A member *name* outside params with a lone surrogate (found by the frame fuzzer).
+    s.send_raw(
+        b"{\"jsonrpc\":\"2.0\",\"id\":42,\"method\":\"debug.echo\",\"params\":{\"value\":1},\"\\ud800\":1}\n",
+    );
+    let r = s.response(&json!(42));
+    assert_eq!(r["result"], 1, "{r}");
     // A number out of range: -32602 with the id, naming the field.
     send(&mut s, "43", r#"{"value":1e400}"#);
     let r = s.response(&json!(43));
