@@ -401,3 +401,45 @@ fn durations_round_trip() {
     assert_eq!(format_duration(Duration::from_secs(10)), "10s");
     assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
 }
+
+#[test]
+fn parameters_json_cannot_hold_are_refused_naming_them() {
+    let err = err_for(
+        &format!("{TOOL}parameters = {{ type = \"object\", default = 1979-05-27 }}\n"),
+        "tools[0].parameters",
+    );
+    assert!(
+        err.contains("datetime") && err.contains("quote it"),
+        "{err}"
+    );
+    let err = err_for(
+        &format!("{TOOL}parameters = {{ type = \"object\", maximum = nan }}\n"),
+        "tools[0].parameters",
+    );
+    assert!(err.contains("JSON cannot represent"), "{err}");
+    let err = err_for(
+        &format!("{TOOL}parameters = {{ type = \"object\", minimum = -inf }}\n"),
+        "tools[0].parameters",
+    );
+    assert!(err.contains("JSON cannot represent"), "{err}");
+}
+
+#[test]
+fn schemas_checked_at_load_without_a_compile_still_fail_boot() {
+    // Structural mistakes are caught by meta-validation...
+    let err = err_for(
+        &format!(
+            "{TOOL}parameters = '''{{\"type\":\"object\",\"properties\":{{\"a\":{{\"type\":\"strnig\"}}}}}}'''\n"
+        ),
+        "tools[0].parameters",
+    );
+    assert!(err.contains("not a valid JSON Schema"), "{err}");
+    // ...and a bad regex (only a compile finds it) still fails at load, not on the first call.
+    let err = err_for(
+        &format!(
+            "{TOOL}parameters = '''{{\"type\":\"object\",\"properties\":{{\"a\":{{\"type\":\"string\",\"pattern\":\"(unclosed\"}}}}}}'''\n"
+        ),
+        "tools[0].parameters",
+    );
+    assert!(err.contains("not a valid JSON Schema"), "{err}");
+}
