@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::PluginError;
 use crate::tools::Schema;
@@ -100,7 +100,7 @@ struct RawTool {
     exposure: Option<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
-    parameters: Option<toml::Value>,
+    parameters: Option<toml_json::Parameters>,
 }
 
 /// Loads every `*.toml` manifest in `dir`, in file-name order.
@@ -401,7 +401,7 @@ fn validate_tool(
         }
     };
     let parameters = match t.parameters {
-        Some(v) => parse_parameters(&v).map_err(|m| ("parameters", m))?,
+        Some(v) => parse_parameters(v).map_err(|m| ("parameters", m))?,
         None => json!({"type": "object"}),
     };
     let parameters = Schema::from_value(&parameters);
@@ -563,16 +563,16 @@ pub fn format_duration(d: Duration) -> String {
     }
 }
 
-fn parse_parameters(v: &toml::Value) -> Result<Value, String> {
+fn parse_parameters(v: toml_json::Parameters) -> Result<Value, String> {
+    use toml_json::Parameters;
     let mut schema = match v {
-        toml::Value::String(s) => serde_json::from_str::<Value>(s).map_err(|e| {
+        Parameters::Text(s) => serde_json::from_str::<Value>(&s).map_err(|e| {
             format!("is not valid JSON ({e}); write a JSON object string or a TOML table")
         })?,
-        toml::Value::Table(_) => toml_to_json(v)?,
-        other => {
+        Parameters::Table(v) => v?,
+        Parameters::Other(kind) => {
             return Err(format!(
-                "must be a JSON Schema object (as a JSON string or a TOML table), not a TOML {}",
-                other.type_str()
+                "must be a JSON Schema object (as a JSON string or a TOML table), not a TOML {kind}"
             ));
         }
     };
@@ -634,31 +634,7 @@ fn check_schema(schema: &Value) -> Result<(), String> {
     }
 }
 
-fn toml_to_json(v: &toml::Value) -> Result<Value, String> {
-    Ok(match v {
-        toml::Value::String(s) => Value::String(s.clone()),
-        toml::Value::Integer(i) => Value::from(*i),
-        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
-            .map(Value::Number)
-            .ok_or_else(|| format!("contains {f}, which JSON cannot represent"))?,
-        toml::Value::Boolean(b) => Value::Bool(*b),
-        toml::Value::Datetime(d) => {
-            return Err(format!(
-                "contains the TOML datetime {d}, which JSON has no type for; quote it"
-            ));
-        }
-        toml::Value::Array(a) => {
-            Value::Array(a.iter().map(toml_to_json).collect::<Result<_, _>>()?)
-        }
-        toml::Value::Table(t) => {
-            let mut m = Map::new();
-            for (k, v) in t {
-                m.insert(k.clone(), toml_to_json(v)?);
-            }
-            Value::Object(m)
-        }
-    })
-}
+mod toml_json;
 
 #[cfg(test)]
 mod tests;
