@@ -171,19 +171,25 @@ async fn transcript(
     agent: &Agent,
     record: &str,
 ) -> Result<Option<(Vec<Message>, i64)>, StoreError> {
-    let rec = record.to_string();
-    let Some(version) = persist::call(&agent.store, move |s| s.record_version(&rec)).await? else {
-        return Ok(None);
-    };
-    if let Some(items) = agent.transcripts.take(record, version) {
-        return Ok(Some((items, version)));
+    // Only a kept copy needs the version first; otherwise one store call reads both.
+    if agent.transcripts.holds(record) {
+        let rec = record.to_string();
+        let Some(version) = persist::call(&agent.store, move |s| s.record_version(&rec)).await?
+        else {
+            return Ok(None);
+        };
+        if let Some(items) = agent.transcripts.take(record, version) {
+            return Ok(Some((items, version)));
+        }
     }
     let rec = record.to_string();
     persist::call(&agent.store, move |s| {
         // Read together, so the version names exactly what was read.
-        let version = s.record_version(&rec)?;
+        let Some(version) = s.record_version(&rec)? else {
+            return Ok(None);
+        };
         let projected = s.projection(&rec)?;
-        Ok(version.map(|v| (seed::messages_of(&projected), v)))
+        Ok(Some((seed::messages_of(&projected), version)))
     })
     .await
 }

@@ -111,6 +111,11 @@ impl Transcripts {
         );
     }
 
+    /// Whether anything is kept for `record` (a miss then needs no version check first).
+    pub fn holds(&self, record: &str) -> bool {
+        self.lock().map.contains_key(record)
+    }
+
     /// Bytes currently kept (diagnostics and tests).
     pub fn bytes(&self) -> usize {
         self.lock().bytes

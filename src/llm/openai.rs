@@ -107,7 +107,7 @@ async fn run(
             }
         };
         let mut emitted = false;
-        let result = attempt_once(&inner, &body, &req, &cancel, &tx, &mut emitted).await;
+        let result = attempt_once(&inner, body, &req, &cancel, &tx, &mut emitted).await;
         let err = match result {
             Ok(()) => return,
             Err(e) => e,
@@ -174,7 +174,7 @@ fn refused_max_tokens_field(err: &LlmError, req: &LlmRequest) -> bool {
 /// consumer: after that a failure is reported, never retried (it would duplicate text).
 async fn attempt_once(
     inner: &Inner,
-    body: &[u8],
+    body: Vec<u8>,
     req: &LlmRequest,
     cancel: &CancellationToken,
     tx: &mpsc::Sender<LlmItem>,
@@ -187,7 +187,7 @@ async fn attempt_once(
         .post(&url)
         .header(reqwest::header::ACCEPT, "text/event-stream")
         .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(body.to_vec());
+        .body(body);
     if let Some(key) = cfg.api_key.as_deref().filter(|k| !k.is_empty()) {
         rb = rb.bearer_auth(key);
     }
