@@ -31,6 +31,9 @@ const PING_SPAWNS: usize = 10;
 const LIST_CALLS: usize = 10;
 const BASH_CALLS: usize = 200;
 const BASH_WARMUP: usize = 10;
+/// Spaced bash calls (`BASH_GAP` apart) per variant.
+const BASH_SPACED_CALLS: usize = 40;
+const BASH_GAP: Duration = Duration::from_millis(100);
 const PIPELINED_PINGS: usize = 100_000;
 const ROUNDS: usize = 10;
 const ROUND_TURNS: usize = 5;
@@ -856,11 +859,14 @@ fn main() {
         ));
     }
 
-    // --- bash via tool.invoke: sandboxed, unsandboxed, and plain bash.
+    // --- bash via tool.invoke: sandboxed, unsandboxed, and plain bash; back to back, and
+    // spaced `BASH_GAP` apart as model rounds space a turn's commands (some kernel costs,
+    // like a cgroup move, only show after a pause).
     {
-        let plain = {
+        let plain_bash = |n: usize, gap: Duration| {
             let mut v = Vec::new();
-            for i in 0..BASH_CALLS + BASH_WARMUP {
+            for i in 0..n + BASH_WARMUP {
+                std::thread::sleep(gap);
                 let t = Instant::now();
                 let o = Command::new("bash")
                     .args(["-c", "true"])
@@ -875,13 +881,16 @@ fn main() {
             }
             v
         };
-        let mut invoke = |env: &[(&str, &str)], tag: &str| {
+        let plain = plain_bash(BASH_CALLS, Duration::ZERO);
+        let plain_spaced = plain_bash(BASH_SPACED_CALLS, BASH_GAP);
+        let mut invoke_n = |env: &[(&str, &str)], tag: &str, n: usize, gap: Duration| {
             let (home, ws) = (tempdir(), tempdir());
             let (mut s, _) = Sidecar::spawn(&bin, home.path(), ws.path(), env, tag);
             let params = json!({"name": "bash", "arguments": {"command": "true"},
                 "consentGranted": true, "context": {"cwd": ws.path()}});
             let mut v = Vec::new();
-            for i in 0..BASH_CALLS + BASH_WARMUP {
+            for i in 0..n + BASH_WARMUP {
+                std::thread::sleep(gap);
                 let (id, f) = s.frame("tool.invoke", &params);
                 let (d, r) = s.call_frame(id, &f, "tool.invoke bash");
                 if r["result"]["success"] != true {
@@ -897,8 +906,43 @@ fn main() {
             s.close();
             v
         };
-        let sandboxed = invoke(&[], "bash sandboxed");
-        let unsandboxed = invoke(&[("OUTRIGGER_SANDBOX_ENABLED", "false")], "bash no sandbox");
+        let sandboxed = invoke_n(&[], "bash sandboxed", BASH_CALLS, Duration::ZERO);
+        let unsandboxed = invoke_n(
+            &[("OUTRIGGER_SANDBOX_ENABLED", "false")],
+            "bash no sandbox",
+            BASH_CALLS,
+            Duration::ZERO,
+        );
+        let spaced = invoke_n(&[], "bash sandboxed, spaced", BASH_SPACED_CALLS, BASH_GAP);
+        let cold_spaced = invoke_n(
+            &[("OUTRIGGER_SANDBOX_WARM_IDLE_MS", "0")],
+            "bash sandboxed, spaced, warm spawn off",
+            BASH_SPACED_CALLS,
+            BASH_GAP,
+        );
+        raw.push(format!(
+            "bash -c true {} ms apart (n={BASH_SPACED_CALLS}): plain median {:.3} ms; tool.invoke sandboxed median {:.3} p99 {:.3} ms; same with sandbox_warm_idle_ms=0 median {:.3} p99 {:.3} ms",
+            BASH_GAP.as_millis(),
+            ms(median(&plain_spaced)),
+            ms(median(&spaced)),
+            ms(p99(&spaced)),
+            ms(median(&cold_spaced)),
+            ms(p99(&cold_spaced)),
+        ));
+        rows.push(row(
+            "sandboxed bash -c true via tool.invoke, 100 ms apart, median",
+            format!("{} (plain bash, same spacing)", f_ms(median(&plain_spaced))),
+            f_ms(median(&spaced)),
+            diff_ms(median(&spaced), median(&plain_spaced)),
+            "≤ +1 ms over plain",
+        ));
+        rows.push(row(
+            "same, sandbox_warm_idle_ms = 0 (every command cold), median",
+            format!("{} (plain bash, same spacing)", f_ms(median(&plain_spaced))),
+            f_ms(median(&cold_spaced)),
+            diff_ms(median(&cold_spaced), median(&plain_spaced)),
+            "(split: warm spawn's share)",
+        ));
         raw.push(format!(
             "bash -c true (n={BASH_CALLS} after {BASH_WARMUP} warm-ups): plain median {:.3} p99 {:.3} ms; tool.invoke sandboxed median {:.3} p99 {:.3} ms; tool.invoke sandbox_enabled=false median {:.3} p99 {:.3} ms",
             ms(median(&plain)),

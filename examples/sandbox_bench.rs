@@ -3,7 +3,8 @@
 //! seccomp), median of 50 each (after 5 warm-up runs).
 //!
 //! `cargo build --release && cargo run --release --example sandbox_bench [path/to/outrigger]`
-//! (default `target/release/outrigger`).
+//! (default `target/release/outrigger`). `SANDBOX_BENCH_GAP_MS=N` waits N ms before each run,
+//! as model rounds do between a turn's commands (some kernel costs only show after a pause).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 
 use std::path::PathBuf;
@@ -30,7 +31,14 @@ fn children_cpu() -> Duration {
 /// Sorted wall-clock times and sorted CPU times of `RUNS` runs.
 fn time(mut make: impl FnMut() -> Command) -> (Vec<Duration>, Vec<Duration>) {
     let (mut wall, mut cpu) = (Vec::with_capacity(RUNS), Vec::with_capacity(RUNS));
+    let gap = std::env::var("SANDBOX_BENCH_GAP_MS")
+        .ok()
+        .and_then(|g| g.parse().ok())
+        .map(Duration::from_millis);
     for i in 0..RUNS + WARMUP {
+        if let Some(g) = gap {
+            std::thread::sleep(g);
+        }
         let mut cmd = make();
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -11,6 +11,9 @@ fn main() {
     if let Some(code) = outrigger::sandbox::launcher::from_args(std::env::args_os()) {
         std::process::exit(code);
     }
+    if let Some(code) = outrigger::sandbox::spare::from_args(std::env::args_os()) {
+        std::process::exit(code);
+    }
     outrigger::memory::tune();
     let cli = Cli::parse();
     std::process::exit(real_main(cli));

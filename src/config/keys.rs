@@ -341,6 +341,15 @@ pub static KEYS: &[KeySpec] = &[
         doc: "processes (and threads) one bash command or plugin call may have at once, launcher included",
     },
     KeySpec {
+        name: "sandbox_warm_idle_ms",
+        kind: Kind::Int {
+            min: 0,
+            max: 3_600_000,
+        },
+        default: || json!(300_000),
+        doc: "how long a pre-started process for the next bash command or plugin call waits before it is let go (it takes the spawn and cgroup cost off the call); 0 starts every command cold",
+    },
+    KeySpec {
         name: "bash_timeout_ms",
         kind: Kind::Int {
             min: 1000,

@@ -404,6 +404,7 @@ impl Config {
                 .as_u64()
                 .and_then(|n| u32::try_from(n).ok())
                 .unwrap_or(256),
+            sandbox_warm_idle_ms: get("sandbox_warm_idle_ms").as_u64().unwrap_or(300_000),
             bash_timeout_ms: get("bash_timeout_ms").as_u64().unwrap_or(120_000),
             bash_max_timeout_ms: get("bash_max_timeout_ms").as_u64().unwrap_or(600_000),
             bash_max_output_bytes: get("bash_max_output_bytes")
@@ -498,6 +499,8 @@ pub struct Settings {
     pub approval_timeout_ms: u64,
     /// Processes one command may have at once (cgroup `pids.max` or `RLIMIT_NPROC`).
     pub sandbox_max_processes: u32,
+    /// `sandbox_warm_idle_ms`: 0 = no warm spare.
+    pub sandbox_warm_idle_ms: u64,
     pub bash_timeout_ms: u64,
     /// The ceiling of a call's `timeoutMs` (and of the default).
     pub bash_max_timeout_ms: u64,

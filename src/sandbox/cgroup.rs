@@ -63,13 +63,14 @@ impl Base {
         let n = N.fetch_add(1, Ordering::Relaxed);
         let dir = self.dir.join(format!("{PREFIX}{}-{n}", std::process::id()));
         std::fs::create_dir(&dir)?;
-        let cg = CommandCgroup {
+        let mut cg = CommandCgroup {
             procs: cstr(&dir.join("cgroup.procs"))?,
             dir,
             v2: self.v2,
+            max,
         };
         // On failure `cg` is dropped, which removes the directory again.
-        std::fs::write(cg.dir.join("pids.max"), max.to_string())?;
+        cg.set_max(max)?;
         Ok(cg)
     }
 }
@@ -82,6 +83,7 @@ pub struct CommandCgroup {
     /// `<dir>/cgroup.procs`, ready for the async-signal-safe join in the forked child.
     procs: CString,
     v2: bool,
+    max: u32,
 }
 
 impl CommandCgroup {
@@ -94,6 +96,27 @@ impl CommandCgroup {
         &self.procs
     }
 
+    pub fn max(&self) -> u32 {
+        self.max
+    }
+
+    /// Sets `pids.max`.
+    pub fn set_max(&mut self, max: u32) -> std::io::Result<()> {
+        std::fs::write(self.dir.join("pids.max"), max.to_string())?;
+        self.max = max;
+        Ok(())
+    }
+
+    /// A fresh cgroup beside this one, with the same `pids.max`.
+    pub fn sibling(&self) -> std::io::Result<CommandCgroup> {
+        let parent = self.dir.parent().unwrap_or(Path::new("/"));
+        Base {
+            dir: parent.to_path_buf(),
+            v2: self.v2,
+        }
+        .create(self.max)
+    }
+
     /// SIGKILLs every process in the cgroup (once: one started meanwhile needs another).
     pub fn kill_all(&self) {
         kill_members(&self.dir, self.v2);
@@ -102,35 +125,76 @@ impl CommandCgroup {
 
 impl Drop for CommandCgroup {
     fn drop(&mut self) {
-        if try_remove(&self.dir, self.v2) {
-            return;
+        // What is left is killed now; the directory goes on the remover thread, since
+        // removing a cgroup waits for an RCU grace period (10–20 ms on cgroup v1).
+        kill_members(&self.dir, self.v2);
+        let job = Job::Remove(std::mem::take(&mut self.dir), self.v2);
+        if !queue(job) {
+            tracing::warn!("cannot queue the removal of a command cgroup");
         }
-        // Killed processes are still exiting: finish on a thread, not the caller's time.
-        let (dir, v2) = (self.dir.clone(), self.v2);
+    }
+}
+
+enum Job {
+    Remove(PathBuf, bool),
+    /// Answered once everything queued before it is done.
+    Flush(std::sync::mpsc::Sender<()>),
+}
+
+fn queue(job: Job) -> bool {
+    remover()
+        .lock()
+        .map(|tx| tx.send(job))
+        .is_ok_and(|r| r.is_ok())
+}
+
+/// Waits (up to `timeout`) until the cgroups dropped so far are removed: at shutdown, so a
+/// clean exit leaves none behind.
+pub fn flush_removals(timeout: Duration) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    if queue(Job::Flush(tx)) {
+        let _ = rx.recv_timeout(timeout);
+    }
+}
+
+/// The queue of cgroups to remove, served by one long-lived thread.
+fn remover() -> &'static std::sync::Mutex<std::sync::mpsc::Sender<Job>> {
+    static TX: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<Job>>> =
+        std::sync::OnceLock::new();
+    TX.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
         let spawned = std::thread::Builder::new()
             .name("cgroup-remove".into())
             .spawn(move || {
-                let deadline = Instant::now() + REMOVE_BUDGET;
-                loop {
-                    std::thread::sleep(Duration::from_millis(10));
-                    if try_remove(&dir, v2) {
-                        return;
-                    }
-                    if Instant::now() > deadline {
-                        tracing::warn!(
-                            "cannot remove the command cgroup {}: processes are still in it",
-                            dir.display()
-                        );
-                        return;
+                for job in rx {
+                    match job {
+                        Job::Remove(dir, v2) => remove_within_budget(&dir, v2),
+                        Job::Flush(done) => {
+                            let _ = done.send(());
+                        }
                     }
                 }
             });
         if let Err(e) = spawned {
-            tracing::warn!(
-                "cannot remove the command cgroup {}: {e}",
-                self.dir.display()
-            );
+            tracing::warn!("cannot start the cgroup remover: {e}");
         }
+        std::sync::Mutex::new(tx)
+    })
+}
+
+/// Kills and removes until the directory is gone (killed processes take a moment to exit),
+/// giving up after `REMOVE_BUDGET`.
+fn remove_within_budget(dir: &Path, v2: bool) {
+    let deadline = Instant::now() + REMOVE_BUDGET;
+    while !try_remove(dir, v2) {
+        if Instant::now() > deadline {
+            tracing::warn!(
+                "cannot remove the command cgroup {}: processes are still in it",
+                dir.display()
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

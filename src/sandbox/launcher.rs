@@ -55,7 +55,14 @@ pub fn main(spec: Option<&str>, probe: bool, argv: &[OsString]) -> i32 {
     if argv.is_empty() {
         return fail("no command given after --");
     }
-    match launch(&spec, argv) {
+    run(&spec, argv)
+}
+
+/// Launches `argv` under `spec` from this (single-threaded) process and returns the exit
+/// status to end with; failures are reported on stderr. The cold launcher and a warm spare
+/// (`spare`) both end up here.
+pub(super) fn run(spec: &LaunchSpec, argv: &[OsString]) -> i32 {
+    match launch(spec, argv) {
         Ok(code) => code,
         Err(msg) => fail(&msg),
     }
@@ -309,6 +316,12 @@ fn run_init(spec: &LaunchSpec, args: &[CString], alive: libc::c_int) -> i32 {
 
 /// Becomes the command. Never returns.
 fn exec(args: &[CString]) -> ! {
+    exec_or_report(args, |_| {})
+}
+
+/// Becomes the command; when `execvp` fails, hands its errno to `report`, says why on
+/// stderr and exits 127 (not found) or 126. Never returns.
+pub(super) fn exec_or_report(args: &[CString], report: impl FnOnce(i32)) -> ! {
     // Rust ignores SIGPIPE at startup; the command expects the default (`yes | head`).
     set_handler(libc::SIGPIPE, libc::SIG_DFL);
     let mut ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
@@ -316,6 +329,7 @@ fn exec(args: &[CString]) -> ! {
     // SAFETY: NUL-terminated argv of valid C strings.
     unsafe { libc::execvp(ptrs[0], ptrs.as_ptr()) };
     let e = std::io::Error::last_os_error();
+    report(e.raw_os_error().unwrap_or(libc::EIO));
     let code = if e.raw_os_error() == Some(libc::ENOENT) {
         EXEC_FAILED
     } else {

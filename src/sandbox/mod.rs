@@ -15,6 +15,7 @@ pub mod policy;
 pub mod protect;
 pub mod seccomp_layer;
 pub mod secrets;
+pub mod spare;
 pub mod spawn;
 
 use std::path::{Path, PathBuf};
@@ -171,6 +172,9 @@ pub struct Prepared {
     /// [`protect`]): finish it after the command's processes are dead (dropping it does the
     /// same, logging what it removed).
     pub guard: Option<protect::Guard>,
+    /// `SpawnSpec::warm`: how long the next warm spare waits (`sandbox_warm_idle_ms`), or
+    /// `None` to start cold.
+    pub warm: Option<std::time::Duration>,
 }
 
 impl Prepared {
@@ -419,12 +423,18 @@ impl Sandbox {
             }
             _ => None,
         };
+        let warm = settings
+            .as_ref()
+            .map_or(300_000, |s| s.sandbox_warm_idle_ms);
+        let warm =
+            (warm > 0 && self.launcher.is_some()).then(|| std::time::Duration::from_millis(warm));
         if !enabled || self.launcher.is_none() {
             return Ok(Prepared {
                 marker: a.marker,
                 launch: None,
                 cgroup,
                 guard: None,
+                warm,
             });
         }
         let hidden = self.hidden_paths(workspace, cfg.as_ref(), settings.as_ref());
@@ -452,6 +462,7 @@ impl Sandbox {
             }),
             cgroup,
             guard,
+            warm,
         })
     }
 }

@@ -13,6 +13,7 @@ use tokio::process::{Child, Command};
 use super::cgroup::{CommandCgroup, join_in_child};
 use super::launcher::SUBCOMMAND;
 use super::policy::LaunchSpec;
+use super::spare::{self, Order, Outcome};
 use crate::lifecycle::Lifecycle;
 
 /// Spawn attempts when exec(2) says ETXTBSY: the file is briefly held open for writing (being
@@ -28,7 +29,7 @@ pub struct SpawnSpec {
     pub env: Option<Vec<(OsString, OsString)>>,
     /// Added on top (plugin manifests' `env`, `TMPDIR`).
     pub extra_env: Vec<(OsString, OsString)>,
-    pub stdin: Stdio,
+    pub stdin: Stdin,
     /// Run through the launcher with this spec; `None` runs the program directly.
     pub launch: Option<LaunchSpec>,
     /// Our own executable (the launcher). Without it a launch spec cannot be honoured and
@@ -37,6 +38,16 @@ pub struct SpawnSpec {
     /// The command's pids cgroup (`Prepared::cgroup`): the child joins it before `exec`, and
     /// the returned [`Group`] owns it (killing what is left in it when done).
     pub cgroup: Option<CommandCgroup>,
+    /// Start it in a warm spare (see [`super::spare`]) when one fits; `Some(idle)` also
+    /// keeps the next spare waiting that long. Needs `launcher`.
+    pub warm: Option<Duration>,
+}
+
+/// The command's stdin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stdin {
+    Null,
+    Piped,
 }
 
 /// Builds the command: launcher in front when asked, own process group, death signal.
@@ -114,9 +125,36 @@ pub async fn spawn(
     mut spec: SpawnSpec,
     lifecycle: Option<&Lifecycle>,
 ) -> std::io::Result<Spawned<'_>> {
-    let stdin = std::mem::replace(&mut spec.stdin, Stdio::null());
+    if let (Some(idle), Some(exe)) = (spec.warm, spec.launcher.clone()) {
+        let mut env = match &spec.env {
+            Some(e) => e.clone(),
+            None => std::env::vars_os().collect(),
+        };
+        // Later entries win, as with `Command::envs`.
+        env.extend(spec.extra_env.iter().cloned());
+        let order = Order {
+            launch: spec.launch.as_ref(),
+            argv: std::iter::once(spec.program.as_os_str())
+                .chain(spec.args.iter().map(OsString::as_os_str))
+                .collect(),
+            cwd: &spec.cwd,
+            env,
+            stdin_null: spec.stdin == Stdin::Null,
+        };
+        match spare::run(&exe, &order, &mut spec.cgroup, idle).await {
+            Outcome::Started(started) => {
+                let (child, cgroup) = *started;
+                return registered(child, cgroup, lifecycle);
+            }
+            Outcome::Failed(e) => return Err(e),
+            Outcome::Cold => {}
+        }
+    }
     let mut cmd = command(&spec)?;
-    cmd.stdin(stdin);
+    cmd.stdin(match spec.stdin {
+        Stdin::Null => Stdio::null(),
+        Stdin::Piped => Stdio::piped(),
+    });
     let mut attempt = 1;
     let child = loop {
         match cmd.spawn() {
@@ -127,6 +165,14 @@ pub async fn spawn(
             other => break other?,
         }
     };
+    registered(child, spec.cgroup.take(), lifecycle)
+}
+
+fn registered(
+    child: Child,
+    cgroup: Option<CommandCgroup>,
+    lifecycle: Option<&Lifecycle>,
+) -> std::io::Result<Spawned<'_>> {
     // process_group(0) makes the child its own group leader, so its pid is the pgid.
     let Some(pgid) = child.id().and_then(|p| i32::try_from(p).ok()) else {
         return Err(std::io::Error::other(
@@ -142,7 +188,7 @@ pub async fn spawn(
             pgid,
             lifecycle,
             armed: true,
-            cgroup: spec.cgroup.take(),
+            cgroup,
         },
     })
 }

@@ -38,4 +38,5 @@ mod tool_search_fixture;
 mod tools_rpc;
 mod traces;
 mod transport;
+mod warm_spawn;
 mod workspace_safety;

@@ -14,7 +14,7 @@ use crate::support::plugins::{Plugins, atomic_write, tool};
 use serde_json::{Value, json};
 
 /// Unique `sleep` arguments for one test: `<base>.<our pid><style>`.
-fn markers(base: u32, n: usize) -> Vec<String> {
+pub(crate) fn markers(base: u32, n: usize) -> Vec<String> {
     (1..=n)
         .map(|i| format!("{base}.{:06}{i}", std::process::id() % 1_000_000))
         .collect()
@@ -22,7 +22,7 @@ fn markers(base: u32, n: usize) -> Vec<String> {
 
 /// A bash script that detaches one `sleep` per style, waits until all of them run (seen in
 /// its own /proc), and prints how many it saw.
-fn detach_script(m: &[String]) -> String {
+pub(crate) fn detach_script(m: &[String]) -> String {
     format!(
         "sleep {} &\n\
          setsid sleep {} &\n\
@@ -51,7 +51,7 @@ fn detach_script(m: &[String]) -> String {
     )
 }
 
-fn all_running(m: &[String]) -> bool {
+pub(crate) fn all_running(m: &[String]) -> bool {
     m.iter().all(|x| !pids_with_arg(x).is_empty())
 }
 
@@ -62,7 +62,7 @@ fn survivors(m: &[String]) -> Vec<String> {
         .collect()
 }
 
-fn assert_none_survive(m: &[String], what: &str) {
+pub(crate) fn assert_none_survive(m: &[String], what: &str) {
     let ok = wait_until(Duration::from_secs(5), || survivors(m).is_empty());
     assert!(ok, "{what}: still running: {:?}", survivors(m));
 }
@@ -190,15 +190,26 @@ fn v1_pids_dir(pid: i32) -> Option<std::path::PathBuf> {
     dir.exists().then_some(dir)
 }
 
+/// The sidecar's command cgroups, except the one a parked warm spare waits in (its only
+/// member is the spare: `sandbox_warm_idle_ms`).
 fn command_cgroups(base: &Path, sidecar: i32) -> Vec<String> {
     std::fs::read_dir(base)
         .map(|d| {
             d.flatten()
+                .filter(|e| !is_spare_cgroup(&e.path()))
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .filter(|n| n.starts_with(&format!("outrigger-{sidecar}-")))
                 .collect()
         })
         .unwrap_or_default()
+}
+
+fn is_spare_cgroup(dir: &Path) -> bool {
+    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    let pids: Vec<&str> = procs.split_whitespace().collect();
+    pids.len() == 1
+        && std::fs::read(format!("/proc/{}/cmdline", pids[0]))
+            .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(&b"__spawn-spare"[..]))
 }
 
 fn limited(max: u32, extra: &[(&str, &str)]) -> Sidecar {

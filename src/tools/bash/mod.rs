@@ -9,7 +9,6 @@ pub mod saved;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::sandbox::capture::{Capture, Reader};
 use crate::sandbox::launcher::{ERROR_PREFIX, LAUNCH_FAILED};
-use crate::sandbox::spawn::{PrivateTmp, SpawnSpec, spawn, terminate};
+use crate::sandbox::spawn::{PrivateTmp, SpawnSpec, Stdin, spawn, terminate};
 use crate::sandbox::{Marker, Sandbox, secrets};
 use crate::tools::{Tool, ToolContext, ToolFuture, ToolMode, ToolResult};
 
@@ -196,10 +195,11 @@ impl BashTool {
             cwd: workspace.clone(),
             env: Some(env),
             extra_env: Vec::new(),
-            stdin: Stdio::null(),
+            stdin: Stdin::Null,
             launch: prepared.launch,
             launcher: self.sandbox.launcher().map(Path::to_path_buf),
             cgroup: prepared.cgroup,
+            warm: prepared.warm,
         };
         let started = Instant::now();
         let lifecycle = ctx.lifecycle.as_deref();

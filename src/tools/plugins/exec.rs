@@ -10,7 +10,7 @@
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::manifest::{PluginToolSpec, format_duration};
 use crate::lifecycle::Lifecycle;
 use crate::sandbox::capture::{Capture, Reader};
-use crate::sandbox::spawn::{PrivateTmp, SpawnSpec, Spawned, spawn};
+use crate::sandbox::spawn::{PrivateTmp, SpawnSpec, Spawned, Stdin, spawn};
 use crate::sandbox::{ExecSandboxRequest, Marker};
 
 /// Bytes of each stream's start kept in a summary.
@@ -251,7 +251,7 @@ async fn run_inner(
     // Undoes what the plugin left on the workspace's protected names; declared before the
     // spawned group so it runs (on drop) after the group is gone.
     let mut _protect_guard = None;
-    let (launch, launcher, cgroup) = match &sandbox {
+    let (launch, launcher, cgroup, warm) = match &sandbox {
         Some(sb) => match sb
             .prepare(cwd, request, tmp.as_ref().map(PrivateTmp::path), true)
             .await
@@ -260,7 +260,12 @@ async fn run_inner(
                 // The plugin's own directory stays readable although `$OUTRIGGER_HOME` is not.
                 p.reveal(spec.exec.parent().map(Path::to_path_buf));
                 _protect_guard = p.guard.take();
-                (p.launch, sb.launcher().map(Path::to_path_buf), p.cgroup)
+                (
+                    p.launch,
+                    sb.launcher().map(Path::to_path_buf),
+                    p.cgroup,
+                    p.warm,
+                )
             }
             Err(e) => {
                 return ExecOutcome::SpawnFailed {
@@ -268,7 +273,7 @@ async fn run_inner(
                 };
             }
         },
-        None => (None, None, None),
+        None => (None, None, None, None),
     };
     let mut extra_env: Vec<(OsString, OsString)> =
         spec.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
@@ -286,10 +291,11 @@ async fn run_inner(
             sandbox.as_ref().and_then(|sb| sb.settings()).as_ref(),
         )),
         extra_env,
-        stdin: Stdio::piped(),
+        stdin: Stdin::Piped,
         launch,
         launcher,
         cgroup,
+        warm,
     };
 
     let start = Instant::now();

@@ -1,0 +1,558 @@
+//! Warm spawn. A cold start costs the sidecar a fork of itself and an exec of our own 18 MB
+//! binary (the launcher), and, where process limits use a cgroup, the move into the command's
+//! cgroup: on cgroup v1 (and v2 without `favordynmods`) that move waits for an RCU grace
+//! period, 10–20 ms whenever the previous move was more than a few ms ago, which in a real
+//! turn (model rounds between commands) is every time.
+//!
+//! A spare is that process started ahead of time: our binary in its own process group and
+//! its own fresh cgroup, death signal armed, blocked on fd 3 for one order. The order carries
+//! what `Command` would have set (argv, cwd, environment, stdin) and the launch spec; the
+//! spare then runs the very code the cold launcher runs (or execs the command directly when
+//! the sandbox is off). One spare at a time per process, replaced after each use (the
+//! replacement takes over the cgroup the command did not need), let go after
+//! `sandbox_warm_idle_ms` unused.
+//!
+//! Reply on fd 3 (a socket, closed by `exec`): `A` when the order was accepted, then EOF
+//! when the command (or the launcher) runs, or the 4-byte errno of a failed `exec`;
+//! `E` + errno when `chdir` failed. Nothing at all: the spare died, and the caller starts
+//! the command cold instead.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+
+use super::cgroup::{CommandCgroup, join_in_child};
+use super::launcher::{self, ERROR_PREFIX, LAUNCH_FAILED};
+use super::policy::LaunchSpec;
+
+/// The hidden subcommand a spare runs: `<exe> __spawn-spare <sidecar pid> [<cgroup.procs>]`.
+pub const SUBCOMMAND: &str = "__spawn-spare";
+/// Where the spare finds its order socket.
+const ORDER_FD: libc::c_int = 3;
+/// An order larger than this is refused (argv and environment are bounded far below it).
+const MAX_ORDER: usize = 64 << 20;
+
+/// What the spare is to become.
+pub struct Order<'a> {
+    /// Run through the launcher with this spec; `None` execs `argv` directly.
+    pub launch: Option<&'a LaunchSpec>,
+    /// `argv[0]` is the program, looked up on the order's `PATH` like `Command` does.
+    pub argv: Vec<&'a OsStr>,
+    pub cwd: &'a Path,
+    /// The whole environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// `/dev/null` on stdin; otherwise the spare's stdin pipe stays.
+    pub stdin_null: bool,
+}
+
+fn put(buf: &mut Vec<u8>, bytes: &[u8]) {
+    buf.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    buf.extend_from_slice(bytes);
+}
+
+impl Order<'_> {
+    fn encode(&self) -> Result<Vec<u8>, String> {
+        let mut b = vec![0u8; 4];
+        let launch = match self.launch {
+            Some(l) => serde_json::to_vec(l).map_err(|e| e.to_string())?,
+            None => Vec::new(),
+        };
+        put(&mut b, &launch);
+        b.push(u8::from(self.stdin_null));
+        put(&mut b, self.cwd.as_os_str().as_bytes());
+        b.extend_from_slice(&(self.argv.len() as u32).to_le_bytes());
+        for a in &self.argv {
+            put(&mut b, a.as_bytes());
+        }
+        b.extend_from_slice(&(self.env.len() as u32).to_le_bytes());
+        for (k, v) in &self.env {
+            put(&mut b, k.as_bytes());
+            put(&mut b, v.as_bytes());
+        }
+        let len = b.len() - 4;
+        if len > MAX_ORDER {
+            return Err(format!(
+                "the spawn order is {len} bytes (limit {MAX_ORDER})"
+            ));
+        }
+        b[..4].copy_from_slice(&(len as u32).to_le_bytes());
+        Ok(b)
+    }
+}
+
+/// An order as the spare reads it.
+struct Received {
+    launch: Option<LaunchSpec>,
+    argv: Vec<OsString>,
+    cwd: PathBuf,
+    env: Vec<(OsString, OsString)>,
+    stdin_null: bool,
+}
+
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err("the spawn order is truncated".into());
+        }
+        let (h, t) = self.0.split_at(n);
+        self.0 = t;
+        Ok(h)
+    }
+    fn u32(&mut self) -> Result<usize, String> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    }
+    fn bytes(&mut self) -> Result<&'a [u8], String> {
+        let n = self.u32()?;
+        self.take(n)
+    }
+    fn os(&mut self) -> Result<OsString, String> {
+        Ok(OsString::from_vec(self.bytes()?.to_vec()))
+    }
+}
+
+fn decode(body: &[u8]) -> Result<Received, String> {
+    let mut c = Cursor(body);
+    let launch = match c.bytes()? {
+        [] => None,
+        j => Some(serde_json::from_slice(j).map_err(|e| format!("launch spec: {e}"))?),
+    };
+    let stdin_null = c.take(1)?[0] != 0;
+    let cwd = PathBuf::from(c.os()?);
+    let argc = c.u32()?;
+    let argv = (0..argc).map(|_| c.os()).collect::<Result<Vec<_>, _>>()?;
+    let envc = c.u32()?;
+    let env = (0..envc)
+        .map(|_| Ok((c.os()?, c.os()?)))
+        .collect::<Result<Vec<_>, String>>()?;
+    if !c.0.is_empty() {
+        return Err("the spawn order has trailing bytes".into());
+    }
+    if argv.is_empty() {
+        return Err("the spawn order has no command".into());
+    }
+    Ok(Received {
+        launch,
+        argv,
+        cwd,
+        env,
+        stdin_null,
+    })
+}
+
+// ---- the spare process ----
+
+/// The fast path `main` takes first: `Some(exit status)` when `args` are
+/// `<exe> __spawn-spare <pid> [<cgroup.procs>]`.
+pub fn from_args(mut args: impl Iterator<Item = OsString>) -> Option<i32> {
+    let _exe = args.next();
+    if args.next()? != SUBCOMMAND {
+        return None;
+    }
+    let parent = args.next().and_then(|p| p.to_str()?.parse::<i32>().ok());
+    let procs = args.next().and_then(|p| CString::new(p.into_vec()).ok());
+    Some(spare_main(parent.unwrap_or(0), procs))
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
+}
+
+fn reply(bytes: &[u8]) {
+    // SAFETY: writing a valid buffer to our order socket; a failure means the sidecar left.
+    unsafe { libc::write(ORDER_FD, bytes.as_ptr().cast(), bytes.len()) };
+}
+
+fn read_exact(buf: &mut [u8]) -> bool {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: reading into the unfilled rest of `buf`.
+        let n = unsafe { libc::read(ORDER_FD, buf[done..].as_mut_ptr().cast(), buf.len() - done) };
+        match n {
+            n if n > 0 => done += n as usize,
+            0 => return false,
+            _ if errno() == libc::EINTR => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+fn spare_main(parent: i32, procs: Option<CString>) -> i32 {
+    // SAFETY: plain prctl/getppid. The sidecar may have died between fork and here.
+    unsafe {
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+            || parent <= 0
+            || libc::getppid() != parent
+        {
+            return LAUNCH_FAILED;
+        }
+    }
+    // The slow part, paid before any command is waiting for it. A failure ends the spare
+    // without a reply: the command then starts cold and joins its cgroup there.
+    if let Some(p) = &procs
+        && join_in_child(p).is_err()
+    {
+        return LAUNCH_FAILED;
+    }
+    let mut len = [0u8; 4];
+    if !read_exact(&mut len) {
+        return 0; // let go unused
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_ORDER {
+        return LAUNCH_FAILED;
+    }
+    let mut body = vec![0u8; len];
+    if !read_exact(&mut body) {
+        return LAUNCH_FAILED;
+    }
+    let order = match decode(&body) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{ERROR_PREFIX} {e}");
+            return LAUNCH_FAILED;
+        }
+    };
+    drop(body);
+    become_command(order)
+}
+
+fn become_command(order: Received) -> i32 {
+    reply(b"A");
+    let Ok(cwd) = CString::new(order.cwd.into_os_string().into_vec()) else {
+        reply_error(b'E', libc::EINVAL);
+        return LAUNCH_FAILED;
+    };
+    // SAFETY: a valid path.
+    if unsafe { libc::chdir(cwd.as_ptr()) } != 0 {
+        reply_error(b'E', errno());
+        return LAUNCH_FAILED;
+    }
+    if order.stdin_null {
+        // SAFETY: opening /dev/null over our stdin.
+        unsafe {
+            let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+            if fd < 0 || libc::dup2(fd, 0) < 0 {
+                reply_error(b'E', errno());
+                return LAUNCH_FAILED;
+            }
+            libc::close(fd);
+        }
+    }
+    set_environment(&order.env);
+    match &order.launch {
+        Some(spec) => {
+            // The launcher reports its own failures on stderr, as when started cold.
+            // SAFETY: closing our end of the order socket: the sidecar reads EOF.
+            unsafe { libc::close(ORDER_FD) };
+            launcher::run(spec, &order.argv)
+        }
+        None => {
+            let args: Vec<CString> = match order
+                .argv
+                .iter()
+                .map(|a| CString::new(a.as_bytes()))
+                .collect()
+            {
+                Ok(a) => a,
+                Err(_) => {
+                    reply(&libc::EINVAL.to_le_bytes());
+                    return LAUNCH_FAILED;
+                }
+            };
+            // SAFETY: marks our order socket close-on-exec, so a good exec closes it.
+            unsafe { libc::fcntl(ORDER_FD, libc::F_SETFD, libc::FD_CLOEXEC) };
+            launcher::exec_or_report(&args, |e| reply(&e.to_le_bytes()))
+        }
+    }
+}
+
+fn reply_error(kind: u8, e: i32) {
+    let mut b = [0u8; 5];
+    b[0] = kind;
+    b[1..].copy_from_slice(&e.to_le_bytes());
+    reply(&b);
+}
+
+/// Replaces our (empty) environment with the order's, for `execvp` and the launcher.
+fn set_environment(env: &[(OsString, OsString)]) {
+    // SAFETY: the spare is single-threaded; nothing else reads the environment meanwhile.
+    unsafe {
+        libc::clearenv();
+        for (k, v) in env {
+            if k.is_empty() || k.as_bytes().contains(&b'=') {
+                continue;
+            }
+            if let (Ok(k), Ok(v)) = (CString::new(k.as_bytes()), CString::new(v.as_bytes())) {
+                libc::setenv(k.as_ptr(), v.as_ptr(), 1);
+            }
+        }
+    }
+}
+
+// ---- the sidecar's side ----
+
+/// Which spare can serve a command: started from the same executable, its cgroup (if any)
+/// under the same base.
+#[derive(Clone, PartialEq, Eq, Debug)]
+struct Key {
+    exe: PathBuf,
+    cgroup_base: Option<PathBuf>,
+}
+
+struct Spare {
+    id: u64,
+    key: Key,
+    child: Child,
+    order: tokio::net::UnixStream,
+    cgroup: Option<CommandCgroup>,
+}
+
+static SLOT: Mutex<Option<Spare>> = Mutex::new(None);
+static IDS: AtomicU64 = AtomicU64::new(1);
+
+fn slot() -> std::sync::MutexGuard<'static, Option<Spare>> {
+    SLOT.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Lets the waiting spare go (shutdown; tests).
+pub fn discard() {
+    let spare = slot().take();
+    drop(spare);
+}
+
+/// What a spare gave back.
+pub enum Outcome {
+    /// The command runs; its child handle and the cgroup it is in.
+    Started(Box<(Child, Option<CommandCgroup>)>),
+    /// `chdir` or `exec` failed the way a cold spawn reports it.
+    Failed(std::io::Error),
+    /// No spare could serve it: start cold.
+    Cold,
+}
+
+fn cgroup_base(cg: Option<&CommandCgroup>) -> Option<PathBuf> {
+    cg.and_then(|c| c.dir().parent()).map(Path::to_path_buf)
+}
+
+/// Runs `order` in the waiting spare if it fits (`cgroup` is the one prepared for the
+/// command; the spare's own is used instead, its `pids.max` set from it), and starts the
+/// next spare in the background with the unused cgroup. `idle`: how long that one waits.
+pub async fn run(
+    exe: &Path,
+    order: &Order<'_>,
+    cgroup: &mut Option<CommandCgroup>,
+    idle: Duration,
+) -> Outcome {
+    let key = Key {
+        exe: exe.to_path_buf(),
+        cgroup_base: cgroup_base(cgroup.as_ref()),
+    };
+    let taken = {
+        let mut g = slot();
+        match g.take() {
+            Some(s) if s.key == key => Some(s),
+            other => {
+                drop(other);
+                None
+            }
+        }
+    };
+    let outcome = match taken {
+        Some(spare) => use_spare(spare, order, cgroup.as_ref().map(CommandCgroup::max)).await,
+        None => Outcome::Cold,
+    };
+    // A started command keeps the spare's cgroup; the prepared one goes to the next spare.
+    // A cold start uses the prepared one, and the next spare makes its own.
+    let next_cg = match &outcome {
+        Outcome::Started(..) => cgroup.take(),
+        _ => cgroup.as_ref().and_then(|c| c.sibling().ok()),
+    };
+    if key.cgroup_base.is_some() == next_cg.is_some() {
+        tokio::spawn(refill(key, next_cg, idle));
+    }
+    outcome
+}
+
+async fn use_spare(mut spare: Spare, order: &Order<'_>, max: Option<u32>) -> Outcome {
+    let bytes = match order.encode() {
+        Ok(b) => b,
+        Err(e) => return Outcome::Failed(std::io::Error::other(e)),
+    };
+    if let (Some(cg), Some(max)) = (&mut spare.cgroup, max)
+        && cg.max() != max
+        && cg.set_max(max).is_err()
+    {
+        return Outcome::Cold;
+    }
+    if spare.order.write_all(&bytes).await.is_err() {
+        return Outcome::Cold;
+    }
+    let mut answer = Vec::with_capacity(5);
+    if spare.order.read_to_end(&mut answer).await.is_err() {
+        return Outcome::Cold;
+    }
+    match answer.as_slice() {
+        [b'A'] => {
+            if order.stdin_null {
+                drop(spare.child.stdin.take());
+            }
+            Outcome::Started(Box::new((spare.child, spare.cgroup.take())))
+        }
+        // `A` + errno: exec failed; `A` `E` + errno: chdir or stdin failed.
+        [b'A', a, b, c, d] | [b'A', b'E', a, b, c, d] => {
+            let e = i32::from_le_bytes([*a, *b, *c, *d]);
+            if e == libc::ETXTBSY {
+                Outcome::Cold // the cold path retries it
+            } else {
+                Outcome::Failed(std::io::Error::from_raw_os_error(e))
+            }
+        }
+        _ => Outcome::Cold,
+    }
+}
+
+/// Starts a spare and parks it, unless one is already waiting.
+async fn refill(key: Key, cgroup: Option<CommandCgroup>, idle: Duration) {
+    if slot().is_some() {
+        return;
+    }
+    let spare = match start(key, cgroup) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!("warm spawn: cannot start a spare: {e}");
+            return;
+        }
+    };
+    let id = spare.id;
+    {
+        let mut g = slot();
+        if g.is_some() {
+            return;
+        }
+        *g = Some(spare);
+    }
+    tokio::time::sleep(idle).await;
+    let mut g = slot();
+    if g.as_ref().is_some_and(|s| s.id == id) {
+        let idle_spare = g.take();
+        drop(g);
+        drop(idle_spare);
+    }
+}
+
+fn start(key: Key, cgroup: Option<CommandCgroup>) -> std::io::Result<Spare> {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    let theirs: OwnedFd = theirs.into();
+    let fd = theirs.as_raw_fd();
+    let mut cmd = Command::new(&key.exe);
+    cmd.arg(SUBCOMMAND).arg(std::process::id().to_string());
+    if let Some(cg) = &cgroup {
+        cmd.arg(OsStr::from_bytes(cg.procs_path().to_bytes()));
+    }
+    // SAFETY: only dup2/fcntl (async-signal-safe) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if fd == ORDER_FD {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(fd, ORDER_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.env_clear()
+        .current_dir("/")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let child = cmd.spawn()?;
+    drop(theirs);
+    ours.set_nonblocking(true)?;
+    Ok(Spare {
+        id: IDS.fetch_add(1, Ordering::Relaxed),
+        key,
+        child,
+        order: tokio::net::UnixStream::from_std(ours)?,
+        cgroup,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orders_round_trip_with_non_utf8_bytes() {
+        let cwd = PathBuf::from(OsString::from_vec(b"/tmp/w\xff".to_vec()));
+        let argv = [
+            OsStr::new("bash"),
+            OsStr::from_bytes(b"-c\xfe"),
+            OsStr::new(""),
+        ];
+        let order = Order {
+            launch: None,
+            argv: argv.to_vec(),
+            cwd: &cwd,
+            env: vec![
+                ("PATH".into(), "/usr/bin".into()),
+                (OsString::from_vec(b"K\x80".to_vec()), OsString::new()),
+            ],
+            stdin_null: true,
+        };
+        let bytes = order.encode().expect("encodes");
+        let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
+        assert_eq!(len, bytes.len() - 4);
+        let got = decode(&bytes[4..]).expect("decodes");
+        assert_eq!(got.cwd, cwd);
+        assert_eq!(
+            got.argv,
+            argv.iter().map(|a| a.to_os_string()).collect::<Vec<_>>()
+        );
+        assert_eq!(got.env, order.env);
+        assert!(got.stdin_null && got.launch.is_none());
+    }
+
+    #[test]
+    fn truncated_or_padded_orders_are_refused() {
+        let cwd = PathBuf::from("/");
+        let order = Order {
+            launch: None,
+            argv: vec![OsStr::new("true")],
+            cwd: &cwd,
+            env: Vec::new(),
+            stdin_null: false,
+        };
+        let bytes = order.encode().expect("encodes");
+        let body = &bytes[4..];
+        for cut in 0..body.len() {
+            assert!(decode(&body[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut padded = body.to_vec();
+        padded.push(0);
+        assert!(decode(&padded).is_err());
+    }
+}

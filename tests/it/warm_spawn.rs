@@ -1,0 +1,327 @@
+//! Warm spawn (`sandbox_warm_idle_ms`): after a command the sidecar parks a spare process
+//! in its own fresh cgroup, and the next command runs in it. A command must behave exactly as
+//! when started cold: same environment, cwd, stdin, sandbox, exit status, process limit, and
+//! nothing it starts outlives it. Each test proves the warm path was taken: the command runs
+//! in the cgroup the parked spare was in, and the spare is consumed.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::{Opts, Sidecar, WAIT, wait_until};
+use crate::processes::{all_running, assert_none_survive, detach_script, markers};
+use crate::support::plugins::{Plugins, atomic_write, tool};
+
+/// Parked spares of `sidecar`: its children running `__spawn-spare` that have no children
+/// themselves (a spare running a sandboxed command keeps that command line; it is the
+/// launcher then, the parent of the command's init).
+fn spares(sidecar: i32) -> Vec<i32> {
+    let procs = ppids();
+    procs
+        .iter()
+        .filter(|(pid, ppid, spare)| {
+            *ppid == sidecar && *spare && !procs.iter().any(|(_, pp, _)| pp == pid)
+        })
+        .map(|(pid, _, _)| *pid)
+        .collect()
+}
+
+/// Every process: (pid, ppid, whether it runs `__spawn-spare`).
+fn ppids() -> Vec<(i32, i32, bool)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // The ppid is the second field after the parenthesised command name.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok());
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        if let Some(ppid) = ppid {
+            let spare = cmd.split(|b| *b == 0).nth(1) == Some(&b"__spawn-spare"[..]);
+            out.push((pid, ppid, spare));
+        }
+    }
+    out
+}
+
+/// Waits for exactly one parked spare and returns its pid.
+fn parked(s: &Sidecar) -> i32 {
+    assert!(
+        wait_until(WAIT, || spares(s.pid()).len() == 1),
+        "one spare parked: {:?}",
+        spares(s.pid())
+    );
+    spares(s.pid())[0]
+}
+
+/// The pids-hierarchy line of a process's `/proc/<pid>/cgroup`.
+fn pids_cgroup(pid: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.contains(":pids:"))
+        .unwrap_or("")
+        .to_string()
+}
+
+fn bash(s: &mut Sidecar, ws: &Path, command: &str) -> Value {
+    s.ok(
+        "tool.invoke",
+        json!({"name": "bash", "consentGranted": true, "context": {"cwd": ws},
+               "arguments": {"command": command}}),
+    )
+}
+
+/// Everything a command can observe about how it was started, minus what differs per call
+/// by design (the private temp dir, the cgroup's number).
+const PROBE: &str = r#"env | grep -v -e '^TMPDIR=' -e '^TMP=' -e '^TEMP=' -e '^_=' | sort
+echo "pwd=$(pwd)"
+echo "stdin=$(cat | wc -c)"
+echo "sigpipe=$(trap -p PIPE | wc -c)"
+touch "$OUTSIDE/x" 2>/dev/null && echo "outside=written" || echo "outside=refused"
+cat ~/.netrc 2>/dev/null || echo "netrc=hidden"
+echo "tmp=$(touch "$TMPDIR/x" && echo ok)"
+echo "cg=$(grep :pids: /proc/self/cgroup | sed 's/-[0-9]*$//')"
+echo "pidsmax=$(cat /sys/fs/cgroup/pids$(grep :pids: /proc/self/cgroup | cut -d: -f3)/pids.max 2>/dev/null)"
+exit 3"#;
+
+/// Runs [`PROBE`] cold, then warm, checks what must hold either way and that both saw the
+/// same; returns the output.
+fn same_cold_and_warm(env: Vec<(String, String)>) -> String {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join(".netrc"), "machine x password hunter2\n").unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let mut env = env;
+    env.push(("AWS_SECRET_ACCESS_KEY".into(), "leaked".into()));
+    env.push(("OUTRIGGER_SANDBOX_MAX_PROCESSES".into(), "77".into()));
+    let outside = tempfile::tempdir().unwrap();
+    // Kept by the environment scrub (no secret-like name): where the probe tries to write.
+    env.push(("OUTSIDE".into(), outside.path().display().to_string()));
+    let mut s = Sidecar::start_with(Opts {
+        env,
+        home: Some(home),
+        ..Default::default()
+    });
+    assert!(
+        spares(s.pid()).is_empty(),
+        "no spare before the first command"
+    );
+    let cold = bash(&mut s, ws.path(), PROBE);
+    let spare = parked(&s);
+    let spare_cg = pids_cgroup(&spare.to_string());
+    let warm = bash(
+        &mut s,
+        ws.path(),
+        &format!("grep :pids: /proc/self/cgroup >&2\n{PROBE}"),
+    );
+    // The warm command ran in the spare's cgroup, and the spare was used up.
+    assert!(!spare_cg.is_empty(), "the spare is in a pids cgroup");
+    assert_eq!(
+        warm["data"]["stderr"].as_str().unwrap().trim(),
+        spare_cg,
+        "{warm}"
+    );
+    assert!(!spares(s.pid()).contains(&spare), "the spare was consumed");
+    parked(&s);
+
+    for r in [&cold, &warm] {
+        assert_eq!(r["data"]["exitCode"], 3, "{r}");
+        let out = r["data"]["stdout"].as_str().unwrap();
+        assert!(!out.contains("AWS_SECRET_ACCESS_KEY"), "{out}");
+        assert!(
+            out.contains(&format!("pwd={}\n", ws.path().display())),
+            "{out}"
+        );
+        assert!(out.contains("stdin=0\n"), "{out}");
+        assert!(out.contains("sigpipe=0\n"), "SIGPIPE at its default: {out}");
+        assert!(out.contains("tmp=ok\n"), "{out}");
+        assert!(out.contains("pidsmax=77\n"), "{out}");
+    }
+    assert_eq!(cold["data"]["stdout"], warm["data"]["stdout"]);
+    cold["data"]["stdout"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_sandboxed_command_is_the_same_cold_and_warm() {
+    // The sandbox held in both.
+    let out = same_cold_and_warm(vec![]);
+    assert!(out.contains("outside=refused\n"), "{out}");
+    assert!(out.contains("netrc=hidden\n"), "{out}");
+    assert!(!out.contains("hunter2"), "{out}");
+}
+
+#[test]
+fn an_unsandboxed_command_is_the_same_cold_and_warm_and_is_the_spare_itself() {
+    let out = same_cold_and_warm(vec![("OUTRIGGER_SANDBOX_ENABLED".into(), "false".into())]);
+    assert!(out.contains("outside=written\n"), "{out}");
+    // Without the launcher the spare execs bash itself: `$$` is the parked spare's pid.
+    let ws = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start_with(Opts {
+        env: vec![("OUTRIGGER_SANDBOX_ENABLED".into(), "false".into())],
+        ..Default::default()
+    });
+    bash(&mut s, ws.path(), "true");
+    let spare = parked(&s);
+    let r = bash(&mut s, ws.path(), "echo $$");
+    assert_eq!(r["data"]["stdout"], format!("{spare}\n"), "{r}");
+}
+
+#[test]
+fn a_call_whose_cwd_vanished_is_refused_and_the_spare_serves_the_next() {
+    let ws = tempfile::tempdir().unwrap();
+    let gone = ws.path().join("sub");
+    std::fs::create_dir(&gone).unwrap();
+    let mut s = Sidecar::start();
+    let r = bash(&mut s, &gone, "pwd");
+    assert_eq!(r["data"]["exitCode"], 0, "{r}");
+    let spare = parked(&s);
+    std::fs::remove_dir(&gone).unwrap();
+    let r = s.call(
+        "tool.invoke",
+        json!({"name": "bash", "consentGranted": true, "context": {"cwd": &gone},
+               "arguments": {"command": "pwd"}}),
+    );
+    let refused = r["error"]["code"] == -32602 || r["result"]["success"] == false;
+    assert!(refused, "{r}");
+    let spare_cg = pids_cgroup(&spare.to_string());
+    let r = bash(&mut s, ws.path(), "grep :pids: /proc/self/cgroup");
+    assert_eq!(
+        r["data"]["stdout"].as_str().unwrap().trim(),
+        spare_cg,
+        "{r}"
+    );
+}
+
+#[test]
+fn detached_children_of_a_warm_command_die_when_it_ends_and_on_timeout() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start();
+    bash(&mut s, ws.path(), "true");
+    parked(&s);
+    let m = markers(3801, 7);
+    let r = bash(&mut s, ws.path(), &format!("{}echo $n", detach_script(&m)));
+    assert_eq!(r["data"]["stdout"], "7\n", "all seven started: {r}");
+    assert_none_survive(&m, "warm bash call ended");
+
+    parked(&s);
+    let m = markers(3802, 7);
+    let r = s.ok(
+        "tool.invoke",
+        json!({"name": "bash", "consentGranted": true, "context": {"cwd": ws.path()},
+               "arguments": {"command": format!("{}sleep 600", detach_script(&m)),
+                             "timeoutMs": 3000}}),
+    );
+    assert_eq!(r["data"]["timedOut"], true, "{r}");
+    assert_none_survive(&m, "warm bash call timed out");
+}
+
+#[test]
+fn a_warm_command_and_the_parked_spare_die_with_a_sigkilled_sidecar() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start();
+    bash(&mut s, ws.path(), "true");
+    parked(&s);
+    let m = markers(3803, 7);
+    s.send(
+        &json!({"jsonrpc": "2.0", "id": "bg", "method": "tool.invoke", "params": {
+        "name": "bash", "consentGranted": true, "context": {"cwd": ws.path()},
+        "arguments": {"command": format!("{}sleep 600", detach_script(&m))}}}),
+    );
+    assert!(wait_until(WAIT, || all_running(&m)), "all seven started");
+    let next = parked(&s);
+    s.child.kill().unwrap(); // SIGKILL
+    let _ = s.child.wait();
+    assert_none_survive(&m, "sidecar SIGKILLed during a warm bash call");
+    assert!(
+        wait_until(Duration::from_secs(5), || !Path::new(&format!(
+            "/proc/{next}"
+        ))
+        .exists()
+            || std::fs::read_to_string(format!("/proc/{next}/stat"))
+                .is_ok_and(|st| st.contains(") Z "))),
+        "the parked spare {next} outlived the sidecar"
+    );
+}
+
+#[test]
+fn an_idle_spare_is_let_go_and_warm_spawn_can_be_turned_off() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start_with(Opts {
+        env: vec![("OUTRIGGER_SANDBOX_WARM_IDLE_MS".into(), "300".into())],
+        ..Default::default()
+    });
+    bash(&mut s, ws.path(), "true");
+    let spare = parked(&s);
+    let cg = pids_cgroup(&spare.to_string());
+    assert!(
+        wait_until(Duration::from_secs(5), || spares(s.pid()).is_empty()),
+        "the idle spare was let go"
+    );
+    // Its cgroup went with it.
+    if let Some(rel) = cg.split(":pids:").nth(1) {
+        let dir = Path::new("/sys/fs/cgroup/pids").join(rel.trim_start_matches('/'));
+        assert!(
+            wait_until(Duration::from_secs(5), || !dir.exists()),
+            "{} left behind",
+            dir.display()
+        );
+    }
+
+    let mut s = Sidecar::start_with(Opts {
+        env: vec![("OUTRIGGER_SANDBOX_WARM_IDLE_MS".into(), "0".into())],
+        ..Default::default()
+    });
+    for _ in 0..2 {
+        let r = bash(&mut s, ws.path(), "echo cold");
+        assert_eq!(r["data"]["stdout"], "cold\n", "{r}");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(spares(s.pid()).is_empty(), "no spare with warm spawn off");
+}
+
+#[test]
+fn plugin_calls_get_their_arguments_on_stdin_warm() {
+    let p = Plugins::new();
+    // Echoes its JSON arguments back as the result, with its own cgroup.
+    atomic_write(
+        &p.path().join("bin/echo_args"),
+        "#!/bin/sh\nargs=$(cat)\ncg=$(grep :pids: /proc/self/cgroup)\nprintf '{\"ok\": true, \"result\": {\"args\": %s, \"cg\": \"%s\"}}\\n' \"$args\" \"$cg\"\n",
+        0o755,
+    );
+    p.manifest(
+        "echo.toml",
+        &tool(
+            "echo_args",
+            "Echoes its arguments",
+            "echo_args",
+            "20s",
+            "[tools.parameters]\ntype = \"object\"\nproperties = { n = { type = \"integer\" } }\n",
+        ),
+    );
+    let mut s = p.start();
+    let first = s.ok(
+        "tool.invoke",
+        json!({"name": "echo_args", "arguments": {"n": 1}}),
+    );
+    assert_eq!(first["data"]["result"]["args"], json!({"n": 1}), "{first}");
+    let spare = parked(&s);
+    let spare_cg = pids_cgroup(&spare.to_string());
+    let second = s.ok(
+        "tool.invoke",
+        json!({"name": "echo_args", "arguments": {"n": 2}}),
+    );
+    assert_eq!(
+        second["data"]["result"]["args"],
+        json!({"n": 2}),
+        "{second}"
+    );
+    assert_eq!(
+        second["data"]["result"]["cg"], spare_cg,
+        "ran in the spare: {second}"
+    );
+}
