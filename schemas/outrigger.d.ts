@@ -4,6 +4,53 @@
 export const PROTOCOL_VERSION = "0.1.0";
 
 /**
+ * `agent.child`: a sub-agent's lifecycle, on its parent's stream. `child_spawned` first,
+ * then one of `child_completed`, `child_failed`, `child_cancelled`; all before the
+ * parent's `stream.done`. The child's own chunks are not sent; its record and trace hold
+ * them.
+ */
+export type AgentChild = {
+  /**
+   * Lineage id, `0.1`, `0.2`, … (unique within the parent's chat).
+   */
+  childId: string;
+  /**
+   * 1 for a delegation.
+   */
+  depth: number;
+  /**
+   * Why it failed (`child_failed`).
+   */
+  error?: string | null;
+  /**
+   * `child_spawned`, `child_completed`, `child_failed` or `child_cancelled`.
+   */
+  kind: string;
+  /**
+   * The profile that ran it (`general-purpose` when untyped).
+   */
+  profile?: string | null;
+  /**
+   * The child's own record, `<chatId>:child:<childId>`, linked to the parent's.
+   */
+  recordId?: string | null;
+  /**
+   * The child turn's status (end kinds): `completed`, `failed`, `budget_exhausted`,
+   * `cancelled`.
+   */
+  status?: string | null;
+  streamId: string;
+  /**
+   * The sub-task (`child_spawned`).
+   */
+  task?: string | null;
+  /**
+   * The child's trace.
+   */
+  traceId?: string | null;
+};
+
+/**
  * A session (`agent.session.create`/`resume` result, `agent.session.list` element). Times
  * are ISO-8601 UTC with milliseconds; absent optional fields are omitted.
  */
@@ -439,6 +486,16 @@ export type ChatStreamParams = {
    * Not supported: refused unless null, false or empty.
    */
   worldState?: unknown;
+};
+
+/**
+ * Sub-agents' share of a turn's usage.
+ */
+export type ChildUsage = {
+  cachedPromptTokens: number;
+  completionTokens: number;
+  promptTokens: number;
+  totalTokens: number;
 };
 
 /**
@@ -1927,6 +1984,10 @@ export type TreeNode = {
  */
 export type UsageReport = {
   cachedPromptTokens: number;
+  /**
+   * What sub-agents (`delegate_subagent`) used, already included in the totals above.
+   */
+  children?: ChildUsage | null;
   completionTokens: number;
   /**
    * Only for models the catalog prices.
@@ -1992,6 +2053,7 @@ export interface ReverseRequests {
 }
 
 export interface Notifications {
+  "agent.child": AgentChild;
   "lifecycle.ready": LifecycleReady;
   "lifecycle.shutdown": LifecycleShutdown;
   "stream.chunk": StreamChunk;

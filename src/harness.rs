@@ -170,16 +170,14 @@ const MEMORY: &[Impl] = &[
     },
 ];
 
-/// `orchestration`: delegation is not implemented (`agent::params` refuses a `subagent`
-/// configuration).
-const ORCHESTRATION: &[Impl] = &[
-    SINGLE,
-    Impl {
-        name: "subagent",
-        assumes: "Parts of a task can be delegated to child agent loops that work in their own context and report back.",
-        implemented: false,
-    },
-];
+const SUBAGENT: Impl = Impl {
+    name: "subagent",
+    assumes: "Parts of a task can be delegated to child agent loops that work in their own context and report back.",
+    implemented: true,
+};
+
+/// `orchestration`: `delegate_subagent` is on by default (`subagent: false` turns it off).
+const ORCHESTRATION: &[Impl] = &[SINGLE, SUBAGENT];
 
 /// Every dimension, in reference order, with its implementations.
 #[cfg(test)]
@@ -229,7 +227,7 @@ pub fn describe() -> HarnessDescription {
             validator: vec![chosen(&NULL_VALIDATOR, Map::new())],
             tools: chosen(&FULL_TOOLS, Map::new()),
             memory: chosen(&STATELESS, Map::new()),
-            orchestration: chosen(&SINGLE, Map::new()),
+            orchestration: chosen(&SUBAGENT, Map::new()),
         },
         available: HarnessAvailable {
             context: available(CONTEXT),
@@ -331,7 +329,7 @@ mod tests {
         assert_eq!(def["retry"][0]["params"], json!({"max_attempts": 3}));
         assert_eq!(def["tools"]["impl"], "full");
         assert_eq!(def["memory"]["impl"], "stateless");
-        assert_eq!(def["orchestration"]["impl"], "single");
+        assert_eq!(def["orchestration"]["impl"], "subagent");
         // The advertised attempt count is what the loop runs with by default.
         let key = crate::config::keys::spec("llm_max_attempts").unwrap();
         assert_eq!((key.default)(), def["retry"][0]["params"]["max_attempts"]);

@@ -290,32 +290,26 @@ impl Prepared {
             ..
         } = self;
         let lifecycle = agent.lifecycle.clone();
+        let pool = turn.pool.clone();
         lifecycle.spawn(async move {
-            let c = with_watchdog(turn.run(), handle.cancel.clone(), CANCEL_WATCHDOG).await;
-            let mut reason = c.reason;
+            let mut c = with_watchdog(turn.run(), handle.cancel.clone(), CANCEL_WATCHDOG).await;
             if c.status == Status::Cancelled && shutdown.is_cancelled() {
-                reason = "cancelled by shutdown".into();
+                c.reason = "cancelled by shutdown".into();
             }
+            store_trace(&agent, &trace, &c, &record_id).await;
             let failed = c.status == Status::Failed;
-            trace.event(
-                "completion",
-                "completion",
-                Some(json!({"status": c.status.as_str(), "reason": reason})),
-            );
-            trace.finish(c.status.as_str(), failed.then(|| reason.clone()));
-            // Persist before done so a host holding the done's traceId can fetch it even
-            // after a restart. A failed write only costs the trace, never the stream.
-            let row = trace.to_row(&record_id);
-            let bytes = row.body.to_string().len();
-            match persist::call(&agent.store, move |s| s.put_trace(&row)).await {
-                // In the store: the memory copy may now go when memory is short.
-                Ok(()) => agent.traces.stored(&trace.id, bytes),
-                Err(e) => tracing::warn!("trace {}: cannot persist it: {e}", trace.id),
-            }
+            let reason = c.reason;
             if failed {
                 emit.error("LoopError", &reason, &trace.id);
             }
             let u = *totals.lock().unwrap_or_else(|e| e.into_inner());
+            let mut usage = usage_report(u, pricing);
+            usage.children = pool.children_usage().map(|c| super::events::ChildUsage {
+                prompt_tokens: c.prompt,
+                completion_tokens: c.completion,
+                total_tokens: c.total,
+                cached_prompt_tokens: c.cached,
+            });
             let done = Done {
                 stream_id: emit.stream_id.clone(),
                 ok: c.status == Status::Completed,
@@ -323,7 +317,7 @@ impl Prepared {
                 reason,
                 trace_id: trace.id.clone(),
                 record_id,
-                usage: usage_report(u, pricing),
+                usage,
                 cancelled: (c.status == Status::Cancelled).then_some(true),
             };
             // Unregister before done: a host reacting to done sees the stream as gone.
@@ -349,12 +343,37 @@ pub fn usage_report(u: Usage, pricing: Option<Pricing>) -> UsageReport {
         total_tokens: u.total,
         cached_prompt_tokens: u.cached,
         cost_usd,
+        children: None,
+    }
+}
+
+/// Closes a finished turn's trace and stores it (before `done`, so a host holding the
+/// done's traceId can fetch it even after a restart). A failed write costs only the trace.
+pub(super) async fn store_trace(
+    agent: &Arc<Agent>,
+    trace: &Trace,
+    c: &Completion,
+    record_id: &str,
+) {
+    let failed = c.status == Status::Failed;
+    trace.event(
+        "completion",
+        "completion",
+        Some(json!({"status": c.status.as_str(), "reason": c.reason})),
+    );
+    trace.finish(c.status.as_str(), failed.then(|| c.reason.clone()));
+    let row = trace.to_row(record_id);
+    let bytes = row.body.to_string().len();
+    match persist::call(&agent.store, move |s| s.put_trace(&row)).await {
+        // In the store: the memory copy may now go when memory is short.
+        Ok(()) => agent.traces.stored(&trace.id, bytes),
+        Err(e) => tracing::warn!("trace {}: cannot persist it: {e}", trace.id),
     }
 }
 
 /// Runs a turn; once `cancel` fires, the turn gets `after` to wind down cooperatively and is
 /// then dropped (its tools' process groups die with their guards) and reported cancelled.
-async fn with_watchdog(
+pub(super) async fn with_watchdog(
     run: impl std::future::Future<Output = Completion>,
     cancel: CancellationToken,
     after: Duration,

@@ -46,9 +46,11 @@ pub enum Event<'a> {
     },
     /// Exactly one per turn, last.
     Done(&'a Done),
+    /// A sub-agent's lifecycle (`agent.child`).
+    Child(&'a AgentChild),
 }
 
-pub use crate::protocol::chat::{StreamDone as Done, UsageReport};
+pub use crate::protocol::chat::{AgentChild, ChildUsage, StreamDone as Done, UsageReport};
 
 /// Where a turn's events go.
 pub trait EventSink: Send + Sync {

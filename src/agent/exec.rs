@@ -11,10 +11,12 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::compaction::{self as cx, pick};
+use super::delegate;
 use super::host_tools::{self, HostTool};
 use super::notices::{PREVIEW_CHARS, preview};
 use super::params::LOCAL_TOOLS;
 use super::run::{TOOL_STOP_GRACE, Turn};
+use super::subagent;
 use crate::host::HostLink;
 use crate::llm::{Message, Role, ToolCall};
 use crate::protocol::host::{AskUserRequest, ToolInvokeRequest};
@@ -54,6 +56,13 @@ impl Turn {
             let mut n = Map::new();
             n.insert("todos".into(), json!(self.todos));
             self.notice("todos", n);
+        }
+        // What a sub-agent spent counts against this turn's token budget.
+        if c.name == subagent::NAME
+            && let Some(u) = r.data.as_ref().and_then(|d| d.get("usage"))
+        {
+            let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+            self.charge_budget(n("totalTokens"), n("cachedPromptTokens"));
         }
         let sandbox = r.data.as_mut().and_then(|d| d.remove("_sandbox"));
         let duration = r.data.as_ref().and_then(|d| d.get("durationMs")).cloned();
@@ -133,6 +142,14 @@ impl Turn {
 
     /// Where a call runs: the sidecar's router, the host (`tool.invoke`), or `ask_user`.
     fn route(&self, name: &str) -> Route {
+        if let Some(allowed) = &self.p.tool_filter
+            && !allowed.iter().any(|a| a == name)
+        {
+            return Route::NotDelegated;
+        }
+        if name == subagent::NAME && self.p.subagent.is_some() {
+            return Route::Delegate;
+        }
         if name == ask_user::NAME && self.p.ask_user {
             return Route::AskUser;
         }
@@ -150,21 +167,27 @@ impl Turn {
         match self.route(name) {
             Route::Local => self.agent.router.get(name).map(|e| e.mode),
             Route::Host(t) => Some(t.mode),
-            Route::UnknownHost => None,
-            Route::AskUser => None,
+            Route::UnknownHost | Route::AskUser | Route::Delegate | Route::NotDelegated => None,
         }
     }
 
-    fn concurrency_safe(&self, name: &str) -> bool {
-        match self.route(name) {
+    /// Whether the call may run beside its neighbours: read-only tools, and delegations
+    /// to a `concurrent` profile.
+    fn concurrency_safe(&self, c: &ToolCall) -> bool {
+        match self.route(&c.name) {
             Route::Local => self
                 .agent
                 .router
-                .get(name)
+                .get(&c.name)
                 .is_none_or(|e| e.concurrency_safe),
             Route::Host(t) => t.mode == ToolMode::Read,
-            Route::UnknownHost => true,
+            Route::UnknownHost | Route::NotDelegated => true,
             Route::AskUser => false,
+            Route::Delegate => self
+                .p
+                .subagent
+                .as_ref()
+                .is_some_and(|s| s.concurrent(&c.arguments)),
         }
     }
 
@@ -174,11 +197,9 @@ impl Turn {
         let phase = self.handle.begin_tool_phase();
         let mut batches: Vec<Vec<ToolCall>> = Vec::new();
         for c in calls {
-            let safe = self.concurrency_safe(&c.name);
+            let safe = self.concurrency_safe(c);
             match batches.last_mut() {
-                Some(b) if safe && b.iter().all(|x| self.concurrency_safe(&x.name)) => {
-                    b.push(c.clone())
-                }
+                Some(b) if safe && b.iter().all(|x| self.concurrency_safe(x)) => b.push(c.clone()),
                 _ => batches.push(vec![c.clone()]),
             }
         }
@@ -320,6 +341,7 @@ impl Turn {
         let host_context = self.host_context(round);
         // Only a call the host does not offer needs the list of names, for its error.
         let unknown = matches!(route, Route::UnknownHost).then(|| self.unknown_host_tool(&c.name));
+        let delegation = matches!(route, Route::Delegate).then(|| self.delegation(c, &phase));
         let ctx = ToolContext {
             workspace_root: self.p.cwd.clone(),
             cancel: phase.child_token(),
@@ -350,6 +372,25 @@ impl Turn {
                 ),
                 // Built before the future (it lists the host's names); never sent.
                 Route::UnknownHost => return unknown.unwrap_or_default(),
+                Route::NotDelegated => {
+                    return ToolResult::recoverable(format!(
+                        "tool_not_delegated: {name} is outside this sub-agent's tools (toolFilter); use the tools you were given"
+                    ))
+                    .with_data("kind", "tool_not_delegated")
+                    .with_data("tool", name);
+                }
+                Route::Delegate => match delegation {
+                    Some(Ok((job, backstop))) => (
+                        Box::pin(async move {
+                            delegate::run(job)
+                                .await
+                                .with_data("durationMs", elapsed_ms(started))
+                        }),
+                        backstop,
+                    ),
+                    Some(Err(r)) => return *r,
+                    None => return ToolResult::default(),
+                },
                 Route::Host(tool) => {
                     let stop = stop.clone();
                     let name = name.clone();
@@ -384,6 +425,67 @@ impl Turn {
             };
             guarded(fut, &name_for_errors, backstop, stop, &phase, &turn_cancel).await
         }
+    }
+}
+
+impl Turn {
+    /// A `delegate_subagent` call made ready to run (with its backstop), or the result that
+    /// refuses it (bad arguments, an unknown `subagent_type`).
+    fn delegation(
+        &self,
+        c: &ToolCall,
+        phase: &CancellationToken,
+    ) -> Result<(delegate::Job, Duration), Box<ToolResult>> {
+        let Some(sub) = &self.p.subagent else {
+            return Err(Box::new(ToolResult::recoverable(
+                "delegation is off for this turn",
+            )));
+        };
+        let task = c
+            .arguments
+            .get("task")
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .unwrap_or_default();
+        if task.is_empty() {
+            return Err(Box::new(ToolResult::recoverable(
+                "task is required: the whole sub-task as text, with what the sub-agent should return",
+            )));
+        }
+        let kind = c.arguments.get("subagent_type");
+        let kind = match kind {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.as_str()),
+            Some(other) => {
+                return Err(Box::new(ToolResult::recoverable(format!(
+                    "subagent_type must be a string naming a profile, got {other}"
+                ))));
+            }
+        };
+        let profile = sub
+            .profile(kind)
+            .map_err(|e| ToolResult::recoverable(e).with_data("kind", "unknown_subagent_type"))?;
+        let mut params = delegate::child_params(&self.p, sub, profile);
+        // The child spends from what is left of the parent's token budget.
+        let left = self.p.cfg.budget_tokens.saturating_sub(self.budget_used);
+        params.cfg.budget_tokens = params.cfg.budget_tokens.min(left.max(1));
+        let backstop = delegate::backstop(&params);
+        Ok((
+            delegate::Job {
+                agent: self.agent.clone(),
+                pool: self.pool.clone(),
+                params,
+                profile: profile.cloned(),
+                task: task.to_string(),
+                parent_record: self.record_id.clone(),
+                parent_emit: self.emit.clone(),
+                parent_trace: self.trace.clone(),
+                parent_totals: self.totals.clone(),
+                call_id: c.id.clone(),
+                cancel: phase.child_token(),
+            },
+            backstop,
+        ))
     }
 }
 
@@ -515,6 +617,10 @@ enum Route {
     /// A name the host did not offer: answered locally, never sent.
     UnknownHost,
     AskUser,
+    /// `delegate_subagent`: a child loop on the turn's pool.
+    Delegate,
+    /// A sub-agent called a tool outside its `toolFilter`.
+    NotDelegated,
 }
 
 /// What happens to one call of a batch once approvals are in.

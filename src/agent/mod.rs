@@ -10,6 +10,7 @@ pub mod approval;
 pub mod chat;
 pub mod compaction;
 mod context;
+mod delegate;
 pub mod display;
 pub mod events;
 mod exec;
@@ -21,6 +22,7 @@ pub mod persist;
 pub mod run;
 pub mod seed;
 pub mod stream;
+pub mod subagent;
 pub mod trace;
 pub mod transcripts;
 

@@ -90,4 +90,8 @@ impl Emitter {
     pub fn done(&self, done: &Done) {
         self.sink.emit(Event::Done(done));
     }
+
+    pub fn child(&self, child: &super::events::AgentChild) {
+        self.sink.emit(Event::Child(child));
+    }
 }

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use super::approval;
 use super::host_tools::{self, HostTools};
+use super::subagent::{self, ProfileModel, Subagent};
 use crate::harness::ToolsStrategy;
 use crate::llm::{
     self, LlmSettings, Message, Provider, ProviderParams, Role, SamplingDefaults, catalog,
@@ -151,6 +152,10 @@ pub struct ChatParams {
     pub approval: ApprovalRequest,
     /// `askUser: true`: `ask_user` is offered and answered over `ask_user.request`.
     pub ask_user: bool,
+    /// `subagent`: `delegate_subagent` is offered (on unless `false`); `None` for children.
+    pub subagent: Option<Arc<Subagent>>,
+    /// A sub-agent's tool domain: calls to anything else fail with `tool_not_delegated`.
+    pub tool_filter: Option<Arc<[String]>>,
 }
 
 /// A turn's `approval` param before the config has its say.
@@ -161,7 +166,11 @@ pub struct ApprovalRequest {
 }
 
 /// Names the sidecar always runs itself, never the host.
-pub const LOCAL_TOOLS: &[&str] = &[crate::tools::ask_user::NAME, crate::tools::todo::NAME];
+pub const LOCAL_TOOLS: &[&str] = &[
+    crate::tools::ask_user::NAME,
+    crate::tools::todo::NAME,
+    super::subagent::NAME,
+];
 
 fn parse_approval(v: Option<&Value>) -> Result<ApprovalRequest, String> {
     let o = match v {
@@ -237,13 +246,6 @@ fn refuse_unsupported(obj: &Map<String, Value>) -> Result<(), String> {
                 "{key} is not supported by this sidecar ({what} is not implemented); remove it"
             ));
         }
-    }
-    // The reference turns sub-agents on by default; only an explicit configuration is refused.
-    if matches!(obj.get("subagent"), Some(Value::Object(_))) {
-        return Err(
-            "subagent is not supported by this sidecar (delegation is not implemented); remove it or pass false"
-                .into(),
-        );
     }
     Ok(())
 }
@@ -359,15 +361,42 @@ fn checked(
     }
     let mode = PresetMode::parse(raw.presets.as_ref())
         .map_err(|e| format!("failed to construct LLM provider: {e}"))?;
-    let defaults = mode.preset_for(&base, &pp.model).map(|p| SamplingDefaults {
-        temperature: p.temperature,
-        top_p: p.top_p,
-        max_tokens: p.max_tokens,
-        reasoning_effort: p.reasoning_effort,
-        extra_body: p.extra_body.unwrap_or_default(),
-    });
+    let sampling = |model: &str| {
+        mode.preset_for(&base, model).map(|p| SamplingDefaults {
+            temperature: p.temperature,
+            top_p: p.top_p,
+            max_tokens: p.max_tokens,
+            reasoning_effort: p.reasoning_effort,
+            extra_body: p.extra_body.unwrap_or_default(),
+        })
+    };
+    let defaults = sampling(&pp.model);
     let provider = llm::build_provider(&pp, settings, defaults)
         .map_err(|e| format!("failed to construct LLM provider: {e}"))?;
+    // A sub-agent profile's `model`: the same provider settings, that model.
+    let profile_model = |model: &str| -> Result<ProfileModel, String> {
+        let mut pp = pp.clone();
+        pp.model = model.to_string();
+        let provider = llm::build_provider(&pp, settings, sampling(model))
+            .map_err(|e| format!("cannot build its provider: {e}"))?;
+        Ok(ProfileModel {
+            model: model.to_string(),
+            provider,
+            pricing: catalog::resolve(model, pp.base_url.as_deref()).pricing,
+        })
+    };
+    // `minimal` offers four tools; delegation joins them only when asked for.
+    let subagent_param = match obj.get("subagent") {
+        None if raw.tools_strategy.as_deref() == Some("minimal") => Some(&Value::Bool(false)),
+        other => other,
+    };
+    let subagent = subagent::parse(
+        subagent_param,
+        MAX_MAX_ROUNDS,
+        MAX_MAX_TOOL_ERRORS,
+        &profile_model,
+    )?
+    .map(Arc::new);
     // Messages.
     let messages = match obj.get("messages") {
         None | Some(Value::Null) => Vec::new(),
@@ -549,6 +578,8 @@ fn checked(
         tool_context,
         approval,
         ask_user: raw.ask_user.unwrap_or(false),
+        subagent,
+        tool_filter: None,
     })
 }
 

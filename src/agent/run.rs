@@ -105,6 +105,10 @@ pub struct Turn {
     pub(super) canonical: Option<usize>,
     /// The record's version after the last commit (see `Store::record_version`).
     version: Option<i64>,
+    /// This turn's sub-agents (`delegate_subagent`).
+    pub pool: Arc<super::delegate::Pool>,
+    /// `requiredProfiles` reminders sent this turn.
+    subagent_reminders: u32,
 }
 
 /// Reminders the completion gate sends per turn before a final answer stands.
@@ -162,7 +166,14 @@ impl Turn {
                 .unwrap_or(Duration::from_millis(settings.approval_timeout_ms)),
         };
         let host: Arc<dyn HostLink> = agent.host.clone();
+        let pool = super::delegate::Pool::new(
+            p.subagent
+                .as_ref()
+                .map_or(super::subagent::DEFAULT_MAX_PARALLEL, |s| s.max_parallel),
+        );
         Turn {
+            pool,
+            subagent_reminders: 0,
             host,
             approval,
             todos,
@@ -240,10 +251,16 @@ impl Turn {
         done(Status::Cancelled, "cancelled by host request")
     }
 
-    pub async fn run(mut self) -> Completion {
-        let completion = self.rounds().await;
-        self.keep_transcript();
-        completion
+    /// Boxed: a sub-agent's turn runs inside its parent's (`delegate_subagent`), and an
+    /// opaque future type cannot contain itself.
+    pub fn run(
+        mut self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Completion> + Send>> {
+        Box::pin(async move {
+            let completion = self.rounds().await;
+            self.keep_transcript();
+            completion
+        })
     }
 
     /// Leaves the transcript for the record's next turn, when it is exactly the record's.
@@ -408,7 +425,7 @@ impl Turn {
                 if self.handle.has_steer() && !self.handle.cancel.is_cancelled() {
                     continue;
                 }
-                if self.todo_gate().await {
+                if self.todo_gate().await || self.subagent_gate() {
                     continue;
                 }
                 return done(
@@ -526,7 +543,53 @@ impl Turn {
         if self.p.ask_user {
             out.push(ask_user::descriptor());
         }
+        if let Some(sub) = &self.p.subagent {
+            out.push(sub.descriptor());
+        }
+        if let Some(allowed) = &self.p.tool_filter {
+            out.retain(|d| {
+                d["function"]["name"]
+                    .as_str()
+                    .is_some_and(|n| allowed.iter().any(|a| a == n))
+            });
+        }
         out
+    }
+
+    /// `requiredProfiles`: a final answer before each required profile was delegated (and
+    /// completed) gets a reminder naming them and one more round, at most
+    /// `MAX_TODO_REMINDERS` times. Returns whether the loop goes on.
+    fn subagent_gate(&mut self) -> bool {
+        let Some(sub) = &self.p.subagent else {
+            return false;
+        };
+        if self.wrap_up || self.subagent_reminders >= MAX_TODO_REMINDERS {
+            return false;
+        }
+        let missing: Vec<String> = sub
+            .required
+            .iter()
+            .filter(|r| !self.pool.delegated(r))
+            .cloned()
+            .collect();
+        if missing.is_empty() {
+            return false;
+        }
+        self.subagent_reminders += 1;
+        let text = format!(
+            "Before you give the final answer, delegate to each required sub-agent type that has not run yet: {}. Call {} with subagent_type set to it, then answer.",
+            missing.join(", "),
+            super::subagent::NAME
+        );
+        let mut n = Map::new();
+        n.insert("missing".into(), json!(missing));
+        n.insert("reminder".into(), json!(self.subagent_reminders));
+        self.notice("subagent_required", n);
+        self.push(
+            Message::new(Role::User, text),
+            ItemKind::Loop("loop.subagent_reminder".into()),
+        );
+        true
     }
 
     /// The completion gate: a final answer while checklist items are open gets a reminder
@@ -623,16 +686,20 @@ impl Turn {
     }
 
     fn charge(&mut self, u: Usage) {
-        let uncached = u.total.saturating_sub(u.cached);
-        let charge =
-            uncached + (u.cached as f64 * super::params::CACHED_TOKEN_WEIGHT).floor() as u64;
-        self.budget_used = self.budget_used.saturating_add(charge);
+        self.charge_budget(u.total, u.cached);
         self.trace.add_tokens(u.total);
         let mut t = self.totals.lock().unwrap_or_else(|e| e.into_inner());
         t.prompt += u.prompt;
         t.completion += u.completion;
         t.total += u.total;
         t.cached += u.cached;
+    }
+
+    /// Adds to the token budget's count: cached prompt tokens weigh `CACHED_TOKEN_WEIGHT`.
+    pub(super) fn charge_budget(&mut self, total: u64, cached: u64) {
+        let uncached = total.saturating_sub(cached);
+        let charge = uncached + (cached as f64 * super::params::CACHED_TOKEN_WEIGHT).floor() as u64;
+        self.budget_used = self.budget_used.saturating_add(charge);
     }
 
     async fn stream_round(&mut self, offer_tools: bool) -> Streamed {

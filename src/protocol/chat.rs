@@ -66,6 +66,54 @@ pub struct UsageReport {
     /// Only for models the catalog prices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// What sub-agents (`delegate_subagent`) used, already included in the totals above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub children: Option<ChildUsage>,
+}
+
+/// Sub-agents' share of a turn's usage.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    pub cached_prompt_tokens: u64,
+}
+
+/// `agent.child`: a sub-agent's lifecycle, on its parent's stream. `child_spawned` first,
+/// then one of `child_completed`, `child_failed`, `child_cancelled`; all before the
+/// parent's `stream.done`. The child's own chunks are not sent; its record and trace hold
+/// them.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentChild {
+    pub stream_id: String,
+    /// `child_spawned`, `child_completed`, `child_failed` or `child_cancelled`.
+    pub kind: String,
+    /// Lineage id, `0.1`, `0.2`, … (unique within the parent's chat).
+    pub child_id: String,
+    /// 1 for a delegation.
+    pub depth: u32,
+    /// The sub-task (`child_spawned`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// The profile that ran it (`general-purpose` when untyped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// The child's own record, `<chatId>:child:<childId>`, linked to the parent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_id: Option<String>,
+    /// The child's trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    /// The child turn's status (end kinds): `completed`, `failed`, `budget_exhausted`,
+    /// `cancelled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Why it failed (`child_failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// `stream.done`: exactly one per stream, last.

@@ -103,6 +103,7 @@ pub const NOTIFICATIONS: &[Notification] = &[
     note::<chat::StreamChunk>("stream.chunk"),
     note::<chat::StreamError>("stream.error"),
     note::<chat::StreamDone>("stream.done"),
+    note::<chat::AgentChild>("agent.child"),
 ];
 
 /// Every request the sidecar sends to its host.

@@ -125,6 +125,7 @@ impl EventSink for FrameSink {
                 },
             ),
             Event::Done(done) => self.0.notify("stream.done", done),
+            Event::Child(child) => self.0.notify("agent.child", child),
         }
     }
 }

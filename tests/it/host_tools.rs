@@ -93,7 +93,13 @@ fn offered_tools_are_the_hosts_plus_local_interaction_tools() {
         .collect();
     assert_eq!(
         names,
-        ["get_events", "open_editor", "todo_write", "ask_user"]
+        [
+            "get_events",
+            "open_editor",
+            "todo_write",
+            "ask_user",
+            "delegate_subagent"
+        ]
     );
 }
 

@@ -34,6 +34,7 @@ mod schemas;
 mod search_tools;
 mod sessions;
 mod skills_rpc;
+mod subagents;
 mod tool_search_fixture;
 mod tools_rpc;
 mod traces;

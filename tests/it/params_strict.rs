@@ -117,7 +117,6 @@ fn chat_stream_type_errors_and_message_rules_name_the_field() {
         ("skills", json!({"roots": ["/x"]})),
         ("worldState", json!({"a": 1})),
         ("antiHallucination", json!(true)),
-        ("subagent", json!({"maxParallel": 2})),
     ] {
         let e = stream_err(&mut s, json!({ k: v }));
         assert!(e.starts_with(&format!("{k} is not supported")), "{k}: {e}");

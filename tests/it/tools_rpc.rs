@@ -623,7 +623,7 @@ fn harness_describe_shape() {
             &[("full", true), ("minimal", true), ("progressive", true)],
         ),
         ("memory", &[("stateless", true), ("filesystem", false)]),
-        ("orchestration", &[("single", true), ("subagent", false)]),
+        ("orchestration", &[("single", true), ("subagent", true)]),
     ];
     for (dim, list) in want {
         let expected: Vec<(String, bool)> =
@@ -661,7 +661,7 @@ fn harness_describe_shape() {
     for (dim, want) in [
         ("tools", "full"),
         ("memory", "stateless"),
-        ("orchestration", "single"),
+        ("orchestration", "subagent"),
     ] {
         let d = &default[dim];
         assert!(d.is_object(), "default.{dim} is one implementation: {h}");

@@ -133,11 +133,13 @@ impl Drop for FakeServer {
     }
 }
 
-fn serve(conn: TcpStream, reply: Reply, reqs: Arc<Mutex<Vec<Recorded>>>, stop: Arc<AtomicBool>) {
-    let mut r = BufReader::new(conn.try_clone().unwrap());
+/// Reads one HTTP/1.1 request (request line, headers, `Content-Length` body); `None` when the
+/// connection closes first.
+pub fn read_request(conn: &TcpStream) -> Option<Recorded> {
+    let mut r = BufReader::new(conn.try_clone().ok()?);
     let mut line = String::new();
     if r.read_line(&mut line).unwrap_or(0) == 0 {
-        return;
+        return None;
     }
     let mut parts = line.split_whitespace();
     let method = parts.next().unwrap_or("").to_string();
@@ -147,7 +149,7 @@ fn serve(conn: TcpStream, reply: Reply, reqs: Arc<Mutex<Vec<Recorded>>>, stop: A
     loop {
         let mut h = String::new();
         if r.read_line(&mut h).unwrap_or(0) == 0 {
-            return;
+            return None;
         }
         let h = h.trim_end();
         if h.is_empty() {
@@ -161,15 +163,20 @@ fn serve(conn: TcpStream, reply: Reply, reqs: Arc<Mutex<Vec<Recorded>>>, stop: A
         }
     }
     let mut body = vec![0u8; len];
-    if r.read_exact(&mut body).is_err() {
-        return;
-    }
-    reqs.lock().unwrap().push(Recorded {
+    r.read_exact(&mut body).ok()?;
+    Some(Recorded {
         method,
         path,
         headers,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-    });
+    })
+}
+
+fn serve(conn: TcpStream, reply: Reply, reqs: Arc<Mutex<Vec<Recorded>>>, stop: Arc<AtomicBool>) {
+    let Some(req) = read_request(&conn) else {
+        return;
+    };
+    reqs.lock().unwrap().push(req);
     let mut w = conn;
     let mut head = format!("HTTP/1.1 {} Fake\r\nConnection: close\r\n", reply.status);
     for (k, v) in &reply.headers {

@@ -2,5 +2,6 @@
 
 pub mod chat_helpers;
 pub mod fake_openai;
+pub mod fake_router;
 pub mod host;
 pub mod plugins;
