@@ -265,3 +265,27 @@ pub fn check_edits(content: &str, edits: &[Edit], replace_all: bool) -> Result<(
     }
     Ok(())
 }
+
+/// Whether a resolved path has a `.git` component (any case), where writes are refused.
+pub fn in_git_dir(p: &std::path::Path) -> bool {
+    p.components().any(|c| {
+        c.as_os_str()
+            .to_str()
+            .is_some_and(|s| s.eq_ignore_ascii_case(".git"))
+    })
+}
+
+/// Writes and reads of one path agree, except that a write into a `.git` directory is
+/// refused (`GitDir`) where the read resolves.
+pub fn check_write_read<E: std::fmt::Debug>(
+    given: &str,
+    write: &Result<std::path::PathBuf, E>,
+    read: &Result<std::path::PathBuf, E>,
+) -> Result<(), String> {
+    match (write, read) {
+        (Ok(w), _) if in_git_dir(w) => Err(format!("{given:?}: a write into .git resolved: {w:?}")),
+        (Err(e), Ok(r)) if in_git_dir(r) && format!("{e:?}").starts_with("GitDir") => Ok(()),
+        (w, r) if w.is_ok() != r.is_ok() => Err(format!("{given:?}: {w:?} / {r:?}")),
+        _ => Ok(()),
+    }
+}

@@ -11,6 +11,9 @@ use libfuzzer_sys::fuzz_target;
 use outrigger::tools::fs::paths::Workspace;
 use outrigger::tools::fs::root;
 
+#[path = "../oracles.rs"]
+mod oracles;
+
 struct Fixture {
     _root: tempfile::TempDir,
     _outside: tempfile::TempDir,
@@ -108,11 +111,9 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(p) = &read {
         check_resolved(root, &text, p);
     }
-    assert_eq!(
-        write.is_ok(),
-        read.is_ok(),
-        "{text:?}: {write:?} / {read:?}"
-    );
+    if let Err(e) = oracles::check_write_read(&text, &write, &read) {
+        panic!("{e}");
+    }
     let joined = root.join(&*text);
     for candidate in [Path::new(&*text), joined.as_path()] {
         if let Ok(p) = root::resolve(Some(candidate), root::CONTEXT_CWD, None) {
