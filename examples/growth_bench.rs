@@ -487,45 +487,12 @@ fn serve_conn(
     let _ = conn.set_nodelay(true);
     let mut r = BufReader::new(conn.try_clone().expect("clone conn"));
     let mut w = conn;
-    let mut line = String::new();
-    let mut body = Vec::new();
     loop {
-        line.clear();
-        if r.read_line(&mut line).unwrap_or(0) == 0 {
+        let Some((_body, close)) = shared::read_request(&mut r) else {
             return;
-        }
-        if line.trim().is_empty() {
-            continue;
-        }
+        };
         let t0 = Instant::now();
         let n = started.fetch_add(1, Ordering::SeqCst);
-        let mut len = 0usize;
-        let mut close = false;
-        loop {
-            line.clear();
-            if r.read_line(&mut line).unwrap_or(0) == 0 {
-                finished.fetch_add(1, Ordering::SeqCst);
-                return;
-            }
-            let h = line.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    len = v.trim().parse().unwrap_or(0);
-                } else if k.eq_ignore_ascii_case("connection") && v.trim() == "close" {
-                    close = true;
-                } else if k.eq_ignore_ascii_case("transfer-encoding") {
-                    panic!("the fake server reads Content-Length bodies only, got {h}");
-                }
-            }
-        }
-        body.resize(len, 0);
-        if r.read_exact(&mut body).is_err() {
-            finished.fetch_add(1, Ordering::SeqCst);
-            return;
-        }
         let tool = tool_rounds
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| v.checked_sub(1))
             .is_ok();
@@ -534,12 +501,7 @@ fn serve_conn(
         } else {
             TEXT_SSE.to_string()
         };
-        let mut resp = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n",
-            sse.len()
-        )
-        .into_bytes();
-        resp.extend_from_slice(sse.as_bytes());
+        let resp = shared::sse_response(&sse);
         let ok = w.write_all(&resp).and_then(|_| w.flush()).is_ok();
         busy_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::SeqCst);
         finished.fetch_add(1, Ordering::SeqCst);

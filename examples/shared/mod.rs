@@ -21,3 +21,52 @@ pub fn median(v: &[Duration]) -> Duration {
     v.sort();
     v[v.len() / 2]
 }
+
+/// One HTTP/1.1 request read from a keep-alive connection: `Some((body, close))`, `None` when
+/// the peer closed. Bodies must come with `Content-Length` (reqwest sends one for JSON).
+pub fn read_request(r: &mut impl std::io::BufRead) -> Option<(Vec<u8>, bool)> {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if r.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if !line.trim().is_empty() {
+            break;
+        }
+    }
+    let (mut len, mut close) = (0usize, false);
+    loop {
+        line.clear();
+        if r.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let h = line.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                len = v.trim().parse().unwrap_or(0);
+            } else if k.eq_ignore_ascii_case("connection") && v.trim() == "close" {
+                close = true;
+            } else if k.eq_ignore_ascii_case("transfer-encoding") {
+                panic!("the fake server reads Content-Length bodies only, got {h}");
+            }
+        }
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).ok()?;
+    Some((body, close))
+}
+
+/// A `200 text/event-stream` response carrying `sse`.
+pub fn sse_response(sse: &str) -> Vec<u8> {
+    let mut resp = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n",
+        sse.len()
+    )
+    .into_bytes();
+    resp.extend_from_slice(sse.as_bytes());
+    resp
+}
