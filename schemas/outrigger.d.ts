@@ -15,7 +15,7 @@ export type AgentChild = {
    */
   childId: string;
   /**
-   * 1 for a delegation.
+   * 1 for the turn's own children, 2 for theirs (orchestration `maxDepth`).
    */
   depth: number;
   /**
@@ -23,7 +23,8 @@ export type AgentChild = {
    */
   error?: string | null;
   /**
-   * `child_spawned`, `child_completed`, `child_failed` or `child_cancelled`.
+   * `child_spawned`, `child_completed`, `child_failed`, `child_cancelled`; orchestrated
+   * children also `child_interrupted`, `child_resumed`.
    */
   kind: string;
   /**

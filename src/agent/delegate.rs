@@ -35,13 +35,19 @@ pub struct Pool {
     max_parallel: u32,
     active: AtomicU32,
     next: AtomicU32,
+    /// Lineage prefix of this turn's children: `0` at the top, the child's id below it.
+    prefix: String,
     usage: Mutex<Option<Usage>>,
     /// Profiles a child completed for (`requiredProfiles`).
     delegated: Mutex<BTreeSet<String>>,
+    /// Every child of the turn, delegated or orchestrated (`agent_list`).
+    pub(super) children: Mutex<Vec<Arc<super::orchestrate::Entry>>>,
+    /// Signalled whenever a child's state changes.
+    pub(super) changed: tokio::sync::Notify,
 }
 
 /// A place in the pool, given back when dropped.
-struct Slot(Arc<Pool>);
+pub(super) struct Slot(Arc<Pool>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
@@ -49,22 +55,25 @@ impl Drop for Slot {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Pool {
-    pub fn new(max_parallel: u32) -> Arc<Pool> {
+    pub fn new(max_parallel: u32, prefix: String) -> Arc<Pool> {
         Arc::new(Pool {
             max_parallel,
             active: AtomicU32::new(0),
             next: AtomicU32::new(0),
+            prefix,
             usage: Mutex::new(None),
             delegated: Mutex::new(BTreeSet::new()),
+            children: Mutex::new(Vec::new()),
+            changed: tokio::sync::Notify::new(),
         })
     }
 
-    fn acquire(self: &Arc<Self>) -> Option<Slot> {
+    pub(super) fn acquire(self: &Arc<Self>) -> Option<Slot> {
         self.active
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < self.max_parallel).then_some(n + 1)
@@ -80,6 +89,21 @@ impl Pool {
 
     pub fn delegated(&self, profile: &str) -> bool {
         lock(&self.delegated).contains(profile)
+    }
+
+    pub(super) fn add_usage(&self, u: Usage) {
+        add(lock(&self.usage).get_or_insert_with(Usage::default), u);
+    }
+
+    pub(super) fn budget_error(&self) -> ToolResult {
+        failure(
+            format!(
+                "orchestration_budget_exceeded: {} sub-agents are already running (maxParallel); wait for them, or delegate one at a time",
+                self.max_parallel
+            ),
+            "orchestration_budget_exceeded",
+        )
+        .with_data("maxParallel", self.max_parallel)
     }
 }
 
@@ -137,6 +161,7 @@ pub(super) fn child_params(
         ask_user: false,
         subagent: None,
         tool_filter: filter.map(|f| f.iter().cloned().collect()),
+        orchestration: None,
     }
 }
 
@@ -156,20 +181,15 @@ pub(super) fn backstop(child: &ChatParams) -> Duration {
 
 /// One delegation, ready to run.
 pub(super) struct Job {
-    pub agent: Arc<Agent>,
-    pub pool: Arc<Pool>,
+    pub parent: Parent,
     pub params: ChatParams,
     pub profile: Option<Profile>,
     pub task: String,
-    pub parent_record: String,
-    pub parent_emit: Emitter,
-    pub parent_trace: Trace,
-    pub parent_totals: Totals,
     pub call_id: String,
     pub cancel: CancellationToken,
 }
 
-fn failure(error: String, kind: &str) -> ToolResult {
+pub(super) fn failure(error: String, kind: &str) -> ToolResult {
     ToolResult {
         success: false,
         error: Some(error),
@@ -178,17 +198,192 @@ fn failure(error: String, kind: &str) -> ToolResult {
     .with_data("kind", kind)
 }
 
+/// Where a child reports to: its parent's stream, trace, totals and pool.
+#[derive(Clone)]
+pub(super) struct Parent {
+    pub agent: Arc<Agent>,
+    pub pool: Arc<Pool>,
+    pub record: String,
+    pub emit: Emitter,
+    pub trace: Trace,
+    pub totals: Totals,
+}
+
+/// A started child: its lineage id, record and trace.
+pub(super) struct Started {
+    pub child_id: String,
+    pub record: String,
+    pub trace: Trace,
+}
+
+/// How a child's turn ended.
+pub(super) struct Outcome {
+    pub status: Status,
+    pub reason: String,
+    pub answer: String,
+    pub rounds: u64,
+    pub usage: Usage,
+}
+
+impl Parent {
+    /// An `agent.child` notification about a child.
+    pub(super) fn notify(
+        &self,
+        e: &super::orchestrate::Entry,
+        kind: &str,
+        status: Option<&str>,
+        error: Option<&str>,
+    ) {
+        self.emit.child(&AgentChild {
+            stream_id: self.emit.stream_id.clone(),
+            kind: kind.to_string(),
+            child_id: e.id.clone(),
+            depth: e.depth,
+            task: (kind == "child_spawned").then(|| e.task.clone()),
+            profile: Some(e.profile.clone()),
+            record_id: Some(e.record.clone()),
+            trace_id: Some(e.trace_id.clone()),
+            status: status.map(str::to_string),
+            error: error.map(str::to_string),
+        });
+    }
+
+    /// Writes the child's seed record and opens its trace.
+    pub(super) async fn start(
+        &self,
+        params: &ChatParams,
+        task: &str,
+        profile: &str,
+        items: &[Message],
+        call_id: &str,
+    ) -> Result<Started, ToolResult> {
+        let base = params.chat_id.clone().unwrap_or_else(|| {
+            // Below the top, the parent's record already names the lineage.
+            self.record
+                .split(":child:")
+                .next()
+                .unwrap_or(&self.record)
+                .to_string()
+        });
+        let (child_id, record) = seed_record(self, &base, task, items).await.map_err(|e| {
+            failure(
+                format!("the sub-agent's record cannot be written: {e}"),
+                "storage",
+            )
+        })?;
+        let trace = self.child_trace(
+            params,
+            "subagent.run",
+            json!({"recordId": record, "childId": child_id, "profile": profile,
+                "parentTraceId": self.trace.id, "parentCallId": call_id}),
+        );
+        self.trace.event(
+            "subagent_spawned",
+            profile,
+            Some(
+                json!({"childId": child_id, "recordId": record, "traceId": trace.id,
+                "callId": call_id, "profile": profile}),
+            ),
+        );
+        Ok(Started {
+            child_id,
+            record,
+            trace,
+        })
+    }
+
+    /// A new trace for a child's turn, opened with `stage_start <stage>`.
+    pub(super) fn child_trace(&self, params: &ChatParams, stage: &str, attrs: Value) -> Trace {
+        let trace = self.agent.traces.start(
+            &params.stream_id,
+            params.chat_id.clone(),
+            params.session_id.clone(),
+            &params.model,
+        );
+        trace.event("stage_start", stage, Some(attrs));
+        trace
+    }
+
+    /// Runs one turn of a child on its record to its end (stored trace, usage added to the
+    /// parent's totals and the pool's children usage) and reads its answer.
+    pub(super) async fn run_turn(
+        &self,
+        params: ChatParams,
+        record: &str,
+        start: seed::Start,
+        cancel: CancellationToken,
+        trace: &Trace,
+        steer: Option<&Arc<StreamHandle>>,
+    ) -> Outcome {
+        let stream_id = params.stream_id.clone();
+        let handle = match steer {
+            Some(h) => h.clone(),
+            None => Arc::new(StreamHandle::new(
+                stream_id.clone(),
+                record.to_string(),
+                cancel.clone(),
+                params.cfg.steer_mode,
+            )),
+        };
+        let totals: Totals = Arc::new(Mutex::new(Usage::default()));
+        let turn = Turn::new(
+            self.agent.clone(),
+            params,
+            handle,
+            Emitter::new(Arc::new(Discard), stream_id),
+            trace.clone(),
+            record.to_string(),
+            start,
+            None,
+            totals.clone(),
+        );
+        let c = with_watchdog(turn.run(), cancel, CANCEL_WATCHDOG).await;
+        store_trace(&self.agent, trace, &c, record).await;
+        let usage = *lock(&totals);
+        add(&mut lock(&self.totals), usage);
+        self.pool.add_usage(usage);
+        let (answer, rounds) = answer_of(&self.agent, record).await;
+        Outcome {
+            status: c.status,
+            reason: c.reason,
+            answer,
+            rounds,
+            usage,
+        }
+    }
+}
+
+/// The result data every child reports: ids, status, rounds, usage, answer.
+pub(super) fn outcome_data(e: &super::orchestrate::Entry, o: &Outcome) -> Map<String, Value> {
+    let mut data = Map::new();
+    data.insert("childId".into(), json!(e.id));
+    data.insert("recordId".into(), json!(e.record));
+    data.insert("traceId".into(), json!(e.trace_id));
+    data.insert("profile".into(), json!(e.profile));
+    data.insert("status".into(), json!(o.status.as_str()));
+    data.insert("rounds".into(), json!(o.rounds));
+    data.insert(
+        "usage".into(),
+        json!({"promptTokens": o.usage.prompt, "completionTokens": o.usage.completion,
+            "totalTokens": o.usage.total, "cachedPromptTokens": o.usage.cached}),
+    );
+    data.insert("result".into(), json!(o.answer));
+    data
+}
+
+/// The notification kind a child's end gets.
+pub(super) fn end_kind(s: Status) -> &'static str {
+    match s {
+        Status::Completed => "child_completed",
+        Status::Cancelled => "child_cancelled",
+        Status::Failed | Status::BudgetExhausted => "child_failed",
+    }
+}
+
 /// Runs the child to its end and turns it into the delegation's result.
 pub(super) async fn run(job: Job) -> ToolResult {
-    let Some(_slot) = job.pool.acquire() else {
-        return failure(
-            format!(
-                "orchestration_budget_exceeded: {} sub-agents are already running (maxParallel); wait for them, or delegate one at a time",
-                job.pool.max_parallel
-            ),
-            "orchestration_budget_exceeded",
-        )
-        .with_data("maxParallel", job.pool.max_parallel);
+    let Some(_slot) = job.parent.pool.acquire() else {
+        return job.parent.pool.budget_error();
     };
     let profile_name = job
         .profile
@@ -199,125 +394,56 @@ pub(super) async fn run(job: Job) -> ToolResult {
         items.push(Message::new(Role::System, sp));
     }
     items.push(Message::new(Role::User, job.task.clone()));
-    let base = job
-        .params
-        .chat_id
-        .clone()
-        .unwrap_or_else(|| job.parent_record.clone());
-    let (child_id, record) = match seed_record(&job, &base, &items).await {
-        Ok(v) => v,
-        Err(e) => {
-            return failure(
-                format!("the sub-agent's record cannot be written: {e}"),
-                "storage",
-            );
-        }
+    let started = match job
+        .parent
+        .start(&job.params, &job.task, &profile_name, &items, &job.call_id)
+        .await
+    {
+        Ok(s) => s,
+        Err(r) => return r,
     };
-    let stream_id = job.params.stream_id.clone();
-    let trace = job.agent.traces.start(
-        &stream_id,
-        job.params.chat_id.clone(),
-        job.params.session_id.clone(),
-        &job.params.model,
-    );
-    trace.event(
-        "stage_start",
-        "subagent.run",
-        Some(
-            json!({"recordId": record, "childId": child_id, "profile": profile_name,
-            "parentTraceId": job.parent_trace.id, "parentCallId": job.call_id}),
-        ),
-    );
-    job.parent_trace.event(
-        "subagent_spawned",
-        super::subagent::NAME,
-        Some(
-            json!({"childId": child_id, "recordId": record, "traceId": trace.id,
-            "callId": job.call_id, "profile": profile_name}),
-        ),
-    );
-    let note = |kind: &str, status: Option<&str>, error: Option<&str>| AgentChild {
-        stream_id: stream_id.clone(),
-        kind: kind.to_string(),
-        child_id: child_id.clone(),
-        depth: 1,
-        task: (kind == "child_spawned").then(|| job.task.clone()),
-        profile: Some(profile_name.clone()),
-        record_id: Some(record.clone()),
-        trace_id: Some(trace.id.clone()),
-        status: status.map(str::to_string),
-        error: error.map(str::to_string),
-    };
-    job.parent_emit.child(&note("child_spawned", None, None));
-
-    let handle = Arc::new(StreamHandle::new(
-        stream_id.clone(),
-        record.clone(),
-        job.cancel.clone(),
-        job.params.cfg.steer_mode,
-    ));
-    let totals: Totals = Arc::new(Mutex::new(Usage::default()));
+    let entry = super::orchestrate::Entry::new(&started, &job.task, &profile_name, 1);
+    job.parent.pool.register(entry.clone());
+    job.parent.notify(&entry, "child_spawned", None, None);
     let n = items.len();
-    let turn = Turn::new(
-        job.agent.clone(),
-        job.params,
-        handle,
-        Emitter::new(Arc::new(Discard), stream_id.clone()),
-        trace.clone(),
-        record.clone(),
-        seed::Start {
-            items,
-            persisted: n,
-            canonical: Some(n),
-        },
-        None,
-        totals.clone(),
+    let o = job
+        .parent
+        .run_turn(
+            job.params,
+            &started.record,
+            seed::Start {
+                items,
+                persisted: n,
+                canonical: Some(n),
+            },
+            job.cancel,
+            &started.trace,
+            None,
+        )
+        .await;
+    let ok = o.status == Status::Completed;
+    job.parent.notify(
+        &entry,
+        end_kind(o.status),
+        Some(o.status.as_str()),
+        (!ok && o.status != Status::Cancelled).then_some(o.reason.as_str()),
     );
-    let c = with_watchdog(turn.run(), job.cancel.clone(), CANCEL_WATCHDOG).await;
-    store_trace(&job.agent, &trace, &c, &record).await;
-
-    let used = *lock(&totals);
-    add(&mut lock(&job.parent_totals), used);
-    add(
-        lock(&job.pool.usage).get_or_insert_with(Usage::default),
-        used,
-    );
-    let (answer, rounds) = answer_of(&job.agent, &record).await;
-    let (kind, ok) = match c.status {
-        Status::Completed => ("child_completed", true),
-        Status::Cancelled => ("child_cancelled", false),
-        Status::Failed | Status::BudgetExhausted => ("child_failed", false),
-    };
-    job.parent_emit.child(&note(
-        kind,
-        Some(c.status.as_str()),
-        (!ok && c.status != Status::Cancelled).then_some(c.reason.as_str()),
-    ));
+    entry.finish(&o);
+    job.parent.pool.changed.notify_waiters();
     if ok {
-        lock(&job.pool.delegated).insert(profile_name.clone());
+        lock(&job.parent.pool.delegated).insert(profile_name);
     }
-    let mut data = Map::new();
-    data.insert("childId".into(), json!(child_id));
-    data.insert("recordId".into(), json!(record));
-    data.insert("traceId".into(), json!(trace.id));
-    data.insert("profile".into(), json!(profile_name));
-    data.insert("status".into(), json!(c.status.as_str()));
-    data.insert("rounds".into(), json!(rounds));
-    data.insert(
-        "usage".into(),
-        json!({"promptTokens": used.prompt, "completionTokens": used.completion,
-            "totalTokens": used.total, "cachedPromptTokens": used.cached}),
-    );
-    data.insert("result".into(), json!(answer));
+    let data = outcome_data(&entry, &o);
     if ok {
         ToolResult::ok(data)
     } else {
         ToolResult {
             success: false,
             error: Some(format!(
-                "sub-agent {child_id} ended {}: {}",
-                c.status.as_str(),
-                c.reason
+                "sub-agent {} ended {}: {}",
+                entry.id,
+                o.status.as_str(),
+                o.reason
             )),
             data: Some(data),
             ..Default::default()
@@ -325,37 +451,42 @@ pub(super) async fn run(job: Job) -> ToolResult {
     }
 }
 
-fn add(t: &mut Usage, u: Usage) {
+pub(super) fn add(t: &mut Usage, u: Usage) {
     t.prompt += u.prompt;
     t.completion += u.completion;
     t.total += u.total;
     t.cached += u.cached;
 }
 
-/// Picks the child's lineage id and writes its seed: the first free `<base>:child:0.N`
+/// Picks the child's lineage id and writes its seed: the first free `<base>:child:<prefix>.N`
 /// (ids continue across the chat's turns), linked to the parent record as it stands.
-async fn seed_record(job: &Job, base: &str, items: &[Message]) -> Result<(String, String), String> {
+async fn seed_record(
+    parent: &Parent,
+    base: &str,
+    task: &str,
+    items: &[Message],
+) -> Result<(String, String), String> {
     let messages: Vec<Value> = items.iter().map(persist::to_record).collect();
     let token_estimate = items.iter().map(persist::estimate_tokens).sum();
-    let label: String = job.task.chars().take(80).collect();
+    let label: String = task.chars().take(80).collect();
     for _ in 0..MAX_NAME_PROBES {
-        let n = job.pool.next.fetch_add(1, Ordering::AcqRel) + 1;
-        let child_id = format!("0.{n}");
+        let n = parent.pool.next.fetch_add(1, Ordering::AcqRel) + 1;
+        let child_id = format!("{}.{n}", parent.pool.prefix);
         let record = format!("{base}:child:{child_id}");
-        let (rec, parent) = (record.clone(), job.parent_record.clone());
+        let (rec, parent_record) = (record.clone(), parent.record.clone());
         let seed = Seed {
             source: None,
             messages: messages.clone(),
             label: Some(label.clone()),
             token_estimate,
         };
-        let written = persist::call(&job.agent.store, move |s| {
+        let written = persist::call(&parent.agent.store, move |s| {
             if s.record_exists(&rec)? {
                 return Ok(false);
             }
-            let until = s.record_version(&parent)?.map(|next| next - 1);
+            let until = s.record_version(&parent_record)?.map(|next| next - 1);
             let seed = Seed {
-                source: until.map(|u| (parent, u)),
+                source: until.map(|u| (parent_record, u)),
                 ..seed
             };
             s.append_seed(&rec, &seed)?;
@@ -371,7 +502,7 @@ async fn seed_record(job: &Job, base: &str, items: &[Message]) -> Result<(String
 }
 
 /// The child's final answer (its last assistant text) and how many rounds it took.
-async fn answer_of(agent: &Arc<Agent>, record: &str) -> (String, u64) {
+pub(super) async fn answer_of(agent: &Arc<Agent>, record: &str) -> (String, u64) {
     let Ok(Some(p)) = persist::projection(&agent.store, record).await else {
         return (String::new(), 0);
     };

@@ -14,6 +14,7 @@ use super::compaction::{self as cx, pick};
 use super::delegate;
 use super::host_tools::{self, HostTool};
 use super::notices::{PREVIEW_CHARS, preview};
+use super::orchestrate;
 use super::params::LOCAL_TOOLS;
 use super::run::{TOOL_STOP_GRACE, Turn};
 use super::subagent;
@@ -58,7 +59,7 @@ impl Turn {
             self.notice("todos", n);
         }
         // What a sub-agent spent counts against this turn's token budget.
-        if c.name == subagent::NAME
+        if (c.name == subagent::NAME || c.name == orchestrate::WAIT)
             && let Some(u) = r.data.as_ref().and_then(|d| d.get("usage"))
         {
             let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
@@ -150,6 +151,11 @@ impl Turn {
         if name == subagent::NAME && self.p.subagent.is_some() {
             return Route::Delegate;
         }
+        if let Some(o) = &self.p.orchestration
+            && orchestrate::NAMES.contains(&name)
+        {
+            return Route::Orchestrate(o.clone());
+        }
         if name == ask_user::NAME && self.p.ask_user {
             return Route::AskUser;
         }
@@ -167,7 +173,11 @@ impl Turn {
         match self.route(name) {
             Route::Local => self.agent.router.get(name).map(|e| e.mode),
             Route::Host(t) => Some(t.mode),
-            Route::UnknownHost | Route::AskUser | Route::Delegate | Route::NotDelegated => None,
+            Route::UnknownHost
+            | Route::AskUser
+            | Route::Delegate
+            | Route::NotDelegated
+            | Route::Orchestrate(_) => None,
         }
     }
 
@@ -188,6 +198,7 @@ impl Turn {
                 .subagent
                 .as_ref()
                 .is_some_and(|s| s.concurrent(&c.arguments)),
+            Route::Orchestrate(_) => c.name == orchestrate::LIST,
         }
     }
 
@@ -342,6 +353,10 @@ impl Turn {
         // Only a call the host does not offer needs the list of names, for its error.
         let unknown = matches!(route, Route::UnknownHost).then(|| self.unknown_host_tool(&c.name));
         let delegation = matches!(route, Route::Delegate).then(|| self.delegation(c, &phase));
+        let orchestration = match &route {
+            Route::Orchestrate(o) => Some(self.orchestration_env(o, &c.id)),
+            _ => None,
+        };
         let ctx = ToolContext {
             workspace_root: self.p.cwd.clone(),
             cancel: phase.child_token(),
@@ -391,6 +406,17 @@ impl Turn {
                     Some(Err(r)) => return *r,
                     None => return ToolResult::default(),
                 },
+                Route::Orchestrate(_) => match orchestration {
+                    Some(env) => (
+                        Box::pin(async move {
+                            orchestrate::call(env, &name, args)
+                                .await
+                                .with_data("durationMs", elapsed_ms(started))
+                        }),
+                        timeout + TOOL_STOP_GRACE,
+                    ),
+                    None => return ToolResult::default(),
+                },
                 Route::Host(tool) => {
                     let stop = stop.clone();
                     let name = name.clone();
@@ -429,6 +455,34 @@ impl Turn {
 }
 
 impl Turn {
+    /// What this turn's children report to.
+    fn parent(&self) -> delegate::Parent {
+        delegate::Parent {
+            agent: self.agent.clone(),
+            pool: self.pool.clone(),
+            record: self.record_id.clone(),
+            emit: self.emit.clone(),
+            trace: self.trace.clone(),
+            totals: self.totals.clone(),
+        }
+    }
+
+    /// What one of the six orchestration tools runs with.
+    fn orchestration_env(
+        &self,
+        o: &Arc<orchestrate::Orchestration>,
+        call_id: &str,
+    ) -> orchestrate::Env {
+        orchestrate::Env {
+            parent: self.parent(),
+            params: self.p.clone(),
+            orchestration: o.clone(),
+            budget_left: self.p.cfg.budget_tokens.saturating_sub(self.budget_used),
+            turn_cancel: self.handle.cancel.clone(),
+            call_id: call_id.to_string(),
+        }
+    }
+
     /// A `delegate_subagent` call made ready to run (with its backstop), or the result that
     /// refuses it (bad arguments, an unknown `subagent_type`).
     fn delegation(
@@ -472,15 +526,10 @@ impl Turn {
         let backstop = delegate::backstop(&params);
         Ok((
             delegate::Job {
-                agent: self.agent.clone(),
-                pool: self.pool.clone(),
+                parent: self.parent(),
                 params,
                 profile: profile.cloned(),
                 task: task.to_string(),
-                parent_record: self.record_id.clone(),
-                parent_emit: self.emit.clone(),
-                parent_trace: self.trace.clone(),
-                parent_totals: self.totals.clone(),
                 call_id: c.id.clone(),
                 cancel: phase.child_token(),
             },
@@ -621,6 +670,8 @@ enum Route {
     Delegate,
     /// A sub-agent called a tool outside its `toolFilter`.
     NotDelegated,
+    /// One of the six `agent_*` tools.
+    Orchestrate(Arc<orchestrate::Orchestration>),
 }
 
 /// What happens to one call of a batch once approvals are in.

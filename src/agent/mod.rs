@@ -17,6 +17,7 @@ mod exec;
 pub mod headless;
 pub mod host_tools;
 pub mod notices;
+pub mod orchestrate;
 pub mod params;
 pub mod persist;
 pub mod run;

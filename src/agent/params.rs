@@ -122,6 +122,7 @@ pub struct LoopConfig {
 }
 
 /// Everything a turn needs, validated.
+#[derive(Clone)]
 pub struct ChatParams {
     pub provider: Arc<dyn Provider>,
     pub model: String,
@@ -156,6 +157,8 @@ pub struct ChatParams {
     pub subagent: Option<Arc<Subagent>>,
     /// A sub-agent's tool domain: calls to anything else fail with `tool_not_delegated`.
     pub tool_filter: Option<Arc<[String]>>,
+    /// `orchestration: {enabled: true, …}`: the six `agent_*` tools.
+    pub orchestration: Option<Arc<super::orchestrate::Orchestration>>,
 }
 
 /// A turn's `approval` param before the config has its say.
@@ -170,6 +173,12 @@ pub const LOCAL_TOOLS: &[&str] = &[
     crate::tools::ask_user::NAME,
     crate::tools::todo::NAME,
     super::subagent::NAME,
+    super::orchestrate::SPAWN,
+    super::orchestrate::SEND,
+    super::orchestrate::WAIT,
+    super::orchestrate::CLOSE,
+    super::orchestrate::LIST,
+    super::orchestrate::INTERRUPT,
 ];
 
 fn parse_approval(v: Option<&Value>) -> Result<ApprovalRequest, String> {
@@ -228,7 +237,6 @@ pub enum Method {
 /// silently ignored, so a host never believes they took effect.
 const UNSUPPORTED: &[(&str, &str)] = &[
     ("mcp", "per-turn MCP servers"),
-    ("orchestration", "multi-agent orchestration"),
     ("skills", "skills injection"),
     ("worldState", "world-state injection"),
     ("antiHallucination", "the anti-hallucination gate"),
@@ -259,6 +267,7 @@ fn known_fields() -> &'static [&'static str] {
         k.extend(strict::fields_of::<ProviderParams>());
         k.extend(UNSUPPORTED.iter().map(|(name, _)| *name));
         k.push("subagent");
+        k.push("orchestration");
         k
     })
 }
@@ -397,6 +406,8 @@ fn checked(
         &profile_model,
     )?
     .map(Arc::new);
+    let orchestration =
+        super::orchestrate::parse(obj.get("orchestration"), MAX_MAX_ROUNDS)?.map(Arc::new);
     // Messages.
     let messages = match obj.get("messages") {
         None | Some(Value::Null) => Vec::new(),
@@ -580,6 +591,7 @@ fn checked(
         ask_user: raw.ask_user.unwrap_or(false),
         subagent,
         tool_filter: None,
+        orchestration,
     })
 }
 

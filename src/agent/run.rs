@@ -166,11 +166,16 @@ impl Turn {
                 .unwrap_or(Duration::from_millis(settings.approval_timeout_ms)),
         };
         let host: Arc<dyn HostLink> = agent.host.clone();
-        let pool = super::delegate::Pool::new(
-            p.subagent
-                .as_ref()
-                .map_or(super::subagent::DEFAULT_MAX_PARALLEL, |s| s.max_parallel),
-        );
+        // One budget and one lineage for delegation and orchestration.
+        let pool = match &p.orchestration {
+            Some(o) => super::delegate::Pool::new(o.max_parallel, o.prefix.clone()),
+            None => super::delegate::Pool::new(
+                p.subagent
+                    .as_ref()
+                    .map_or(super::subagent::DEFAULT_MAX_PARALLEL, |s| s.max_parallel),
+                "0".into(),
+            ),
+        };
         Turn {
             pool,
             subagent_reminders: 0,
@@ -258,6 +263,8 @@ impl Turn {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Completion> + Send>> {
         Box::pin(async move {
             let completion = self.rounds().await;
+            // Children still running are cancelled before the turn reports its end.
+            self.pool.wind_down().await;
             self.keep_transcript();
             completion
         })
@@ -545,6 +552,9 @@ impl Turn {
         }
         if let Some(sub) = &self.p.subagent {
             out.push(sub.descriptor());
+        }
+        if self.p.orchestration.is_some() {
+            out.extend(super::orchestrate::descriptors());
         }
         if let Some(allowed) = &self.p.tool_filter {
             out.retain(|d| {

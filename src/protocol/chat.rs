@@ -89,11 +89,12 @@ pub struct ChildUsage {
 #[serde(rename_all = "camelCase")]
 pub struct AgentChild {
     pub stream_id: String,
-    /// `child_spawned`, `child_completed`, `child_failed` or `child_cancelled`.
+    /// `child_spawned`, `child_completed`, `child_failed`, `child_cancelled`; orchestrated
+    /// children also `child_interrupted`, `child_resumed`.
     pub kind: String,
     /// Lineage id, `0.1`, `0.2`, … (unique within the parent's chat).
     pub child_id: String,
-    /// 1 for a delegation.
+    /// 1 for the turn's own children, 2 for theirs (orchestration `maxDepth`).
     pub depth: u32,
     /// The sub-task (`child_spawned`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -24,6 +24,7 @@ mod host_tools;
 mod interaction;
 mod lifecycle;
 mod llm_provider;
+mod orchestration;
 mod params_strict;
 mod plugins_rpc;
 mod processes;

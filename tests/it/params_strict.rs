@@ -113,7 +113,6 @@ fn chat_stream_type_errors_and_message_rules_name_the_field() {
     // Refused features keep their own message.
     for (k, v) in [
         ("mcp", json!([{"command": "x"}])),
-        ("orchestration", json!({"enabled": true})),
         ("skills", json!({"roots": ["/x"]})),
         ("worldState", json!({"a": 1})),
         ("antiHallucination", json!(true)),
