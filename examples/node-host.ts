@@ -425,6 +425,11 @@ async function main(): Promise<void> {
     "stream.chunk": (p) => turnOf(p.streamId).onChunk(p),
     "stream.error": (p) => turnOf(p.streamId).onError(p),
     "stream.done": (p) => turnOf(p.streamId).onDone(p),
+    // A sub-agent's lifecycle on one of our streams (its own chunks are not sent).
+    "agent.child": (p) => {
+      turnOf(p.streamId);
+      out.line(`  [sub-agent ${p.childId} ${p.kind.replace("child_", "")}${p.status ? `: ${p.status}` : ""}]`);
+    },
   };
   // This host approves nothing it is asked about; the others get -32601.
   const reverse: ReverseHandlers = {
