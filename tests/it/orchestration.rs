@@ -1225,3 +1225,45 @@ fn max_depth_two_gives_children_the_agent_tools_and_tool_filter_narrows() {
         "{waits:?}"
     );
 }
+
+#[test]
+fn child_max_rounds_bounds_a_child_and_wait_reports_it() {
+    const USER: &str = "Spawn a child that never stops calling tools.";
+    const TASK: &str = "Read notes.txt forever.";
+    let server = FakeRouter::start(script(
+        USER,
+        |round, _| match round {
+            0 => RouterReply::tool(SPAWN, json!({"task": TASK})),
+            1 => RouterReply::tool(WAIT, json!({"childId": "0.1"})),
+            _ => done(),
+        },
+        |_| RouterReply::tool("read_file", json!({"path": "notes.txt"})),
+    ));
+    let mut s = Sidecar::start();
+    let w = ws();
+    let r = run(
+        &mut s,
+        chat(
+            &server,
+            "orch_rounds",
+            USER,
+            w.path(),
+            orch(json!({"childMaxRounds": 2})),
+        ),
+    );
+    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    // Exactly childMaxRounds model requests from the child.
+    assert_eq!(server.requests_for(TASK).len(), 2, "{}", overview(&server));
+    let waited = &results_of(&last_parent(&server, USER).body, WAIT)[0];
+    assert_eq!(waited["data"]["status"], "budget_exhausted", "{waited}");
+    assert!(
+        waited["data"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("maxRounds=2"),
+        "{waited}"
+    );
+    let ev = child_events(&r);
+    assert_eq!(kinds(&ev), ["child_spawned", "child_failed"], "{ev:?}");
+    assert_eq!(ev[1]["status"], "budget_exhausted", "{}", ev[1]);
+}
