@@ -360,14 +360,15 @@ async fn spawn(env: &Env, args: &Value) -> Result<ToolResult, ToolResult> {
         .ok_or_else(|| {
             ToolResult::recoverable("task is required: the whole sub-task, with what to return")
         })?;
-    let filter: Option<Arc<[String]>> = match args.get("toolFilter") {
+    let filter: Option<Vec<String>> = match args.get("toolFilter") {
         None | Some(Value::Null) => None,
         Some(Value::Array(a)) => Some(
             a.iter()
                 .map(|v| v.as_str().map(str::to_string))
                 .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| ToolResult::recoverable("toolFilter must be a list of tool names"))?
-                .into(),
+                .ok_or_else(|| {
+                    ToolResult::recoverable("toolFilter must be a list of tool names")
+                })?,
         ),
         Some(_) => {
             return Err(ToolResult::recoverable(
@@ -375,6 +376,9 @@ async fn spawn(env: &Env, args: &Value) -> Result<ToolResult, ToolResult> {
             ));
         }
     };
+    let filter = super::subagent::filter(filter, "toolFilter")
+        .map_err(ToolResult::recoverable)?
+        .map(Arc::from);
     let Some(slot) = env.parent.pool.acquire() else {
         return Err(env.parent.pool.budget_error());
     };

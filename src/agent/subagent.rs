@@ -212,7 +212,8 @@ pub fn parse(
     }))
 }
 
-fn filter(v: Option<Vec<String>>, at: &str) -> Result<Option<Vec<String>>, String> {
+/// A `toolFilter`: at most `MAX_FILTER` valid tool names, never the delegation tool.
+pub(super) fn filter(v: Option<Vec<String>>, at: &str) -> Result<Option<Vec<String>>, String> {
     let Some(v) = v else { return Ok(None) };
     if v.len() > MAX_FILTER {
         return Err(format!(

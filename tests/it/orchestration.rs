@@ -1267,3 +1267,37 @@ fn child_max_rounds_bounds_a_child_and_wait_reports_it() {
     assert_eq!(kinds(&ev), ["child_spawned", "child_failed"], "{ev:?}");
     assert_eq!(ev[1]["status"], "budget_exhausted", "{}", ev[1]);
 }
+
+#[test]
+fn spawn_refuses_a_malformed_tool_filter() {
+    const USER: &str = "Spawn with a bad filter.";
+    let server = FakeRouter::start(script(
+        USER,
+        |round, _| match round {
+            0 => RouterReply::tool(
+                SPAWN,
+                json!({"task": "anything", "toolFilter": ["read_file", "no such tool!"]}),
+            ),
+            1 => RouterReply::tool(SPAWN, json!({"task": "anything", "toolFilter": [DELEGATE]})),
+            _ => done(),
+        },
+        |_| done(),
+    ));
+    let mut s = Sidecar::start();
+    let w = ws();
+    let r = run(
+        &mut s,
+        chat(&server, "orch_filter", USER, w.path(), orch(json!({}))),
+    );
+    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    let last = last_parent(&server, USER);
+    let results = results_of(&last.body, SPAWN);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(
+        err(&results[0]).contains("'no such tool!' is not a tool name"),
+        "{}",
+        results[0]
+    );
+    assert!(err(&results[1]).contains("one level"), "{}", results[1]);
+    assert!(child_events(&r).is_empty(), "no child ran");
+}
