@@ -411,11 +411,7 @@ pub(super) async fn run(job: Job) -> ToolResult {
         .run_turn(
             job.params,
             &started.record,
-            seed::Start {
-                items,
-                persisted: n,
-                canonical: Some(n),
-            },
+            seed::Start::stored(items, n),
             job.cancel,
             &started.trace,
             None,

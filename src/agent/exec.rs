@@ -475,7 +475,7 @@ impl Turn {
     ) -> orchestrate::Env {
         orchestrate::Env {
             parent: self.parent(),
-            params: self.p.clone(),
+            child: delegate::child_params(&self.p, &subagent::Subagent::default(), None),
             orchestration: o.clone(),
             budget_left: self.p.cfg.budget_tokens.saturating_sub(self.budget_used),
             turn_cancel: self.handle.cancel.clone(),

@@ -288,8 +288,9 @@ impl Pool {
 /// What a call of one of the six tools runs with.
 pub(super) struct Env {
     pub parent: Parent,
-    /// The parent turn's params (children's are derived from them).
-    pub params: ChatParams,
+    /// What a child of this turn starts from (`child_params` of the parent's): the parent's
+    /// own params hold the host's whole history, which no child needs.
+    pub child: ChatParams,
     pub orchestration: Arc<Orchestration>,
     /// Token budget the parent has left.
     pub budget_left: u64,
@@ -383,8 +384,7 @@ async fn spawn(env: &Env, args: &Value) -> Result<ToolResult, ToolResult> {
         return Err(env.parent.pool.budget_error());
     };
     let o = &env.orchestration;
-    let mut params =
-        delegate::child_params(&env.params, &super::subagent::Subagent::default(), None);
+    let mut params = env.child.clone();
     params.cfg.max_rounds = o.child_max_rounds;
     params.cfg.budget_tokens = params.cfg.budget_tokens.min(env.budget_left.max(1));
     params.tool_filter = filter;
@@ -411,11 +411,7 @@ async fn spawn(env: &Env, args: &Value) -> Result<ToolResult, ToolResult> {
         env,
         &e,
         params,
-        seed::Start {
-            items,
-            persisted: n,
-            canonical: Some(n),
-        },
+        seed::Start::stored(items, n),
         started.trace,
         slot,
     );
@@ -485,7 +481,7 @@ async fn wait(env: &Env, args: &Value) -> Result<ToolResult, ToolResult> {
             ToolResult::recoverable("timeoutMs must be a positive number of milliseconds")
         })?),
     }
-    .min(env.params.cfg.tool_timeout);
+    .min(env.child.cfg.tool_timeout);
     let stopped = env.parent.pool.wait_until(within, || !e.running()).await;
     if !stopped {
         return Ok(ok(&[
@@ -572,18 +568,7 @@ async fn send(env: &Env, args: &Value) -> Result<ToolResult, ToolResult> {
         json!({"recordId": e.record, "childId": e.id, "parentTraceId": env.parent.trace.id}),
     );
     env.parent.notify(&e, "child_resumed", None, None);
-    launch(
-        env,
-        &e,
-        params,
-        seed::Start {
-            items,
-            persisted: n,
-            canonical: Some(n),
-        },
-        trace,
-        slot,
-    );
+    launch(env, &e, params, seed::Start::stored(items, n), trace, slot);
     Ok(ok(&[
         ("childId", json!(e.id)),
         ("status", json!("running")),

@@ -27,6 +27,17 @@ pub struct Start {
     pub canonical: Option<usize>,
 }
 
+impl Start {
+    /// `items`, of which the first `persisted` are already in the record as they are.
+    pub fn stored(items: Vec<Message>, persisted: usize) -> Start {
+        Start {
+            items,
+            persisted,
+            canonical: Some(persisted),
+        }
+    }
+}
+
 pub fn messages_of(p: &[Projected]) -> Vec<Message> {
     p.iter()
         .filter_map(|e| persist::from_record(&e.message))

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::{Sidecar, pids_with_arg, wait_until};
+use crate::support::agents::*;
 use crate::support::chat_helpers::*;
 use crate::support::fake_router::{self, FakeRouter, RouterReply, RouterRequest};
 
-const DELEGATE: &str = "delegate_subagent";
 const SPAWN: &str = "agent_spawn";
 const WAIT: &str = "agent_wait";
 const SEND: &str = "agent_send";
@@ -24,39 +24,21 @@ const CLOSE: &str = "agent_close";
 const INTERRUPT: &str = "agent_interrupt";
 const LIST: &str = "agent_list";
 const ORCH_TOOLS: [&str; 6] = [SPAWN, WAIT, SEND, CLOSE, INTERRUPT, LIST];
-const PARENT_DONE: &str = "PARENT-DONE";
-const NEEDLE_TASK: &str = "Read notes.txt and report the line with the needle.";
-const CHILD_ANSWER: &str = "CHILD-ANSWER: the needle is here";
 
-fn ws() -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::write(
-        d.path().join("notes.txt"),
-        "alpha\nthe needle is here\nomega\n",
-    )
-    .unwrap();
-    d
-}
-
-/// `agent.chat.stream` params on the fake router.
+/// `agents::chat` with room for the orchestration rounds.
 fn chat(server: &FakeRouter, chat_id: &str, user: &str, cwd: &Path, extra: Value) -> Value {
-    merge(
-        json!({"provider": "openai_compat", "model": "fake-model", "baseUrl": server.base_url(),
-               "apiKey": "k", "chatId": chat_id, "cwd": cwd, "maxRounds": 12,
-               "messages": [{"role": "user", "content": user}]}),
-        extra,
+    crate::support::agents::chat(
+        server,
+        chat_id,
+        user,
+        cwd,
+        merge(json!({"maxRounds": 12}), extra),
     )
 }
 
 /// Orchestration on, with `extra` configuration keys.
 fn orch(extra: Value) -> Value {
     json!({"orchestration": merge(json!({"enabled": true}), extra)})
-}
-
-fn last_role(body: &Value) -> String {
-    fake_router::last_message(body)
-        .map(|(r, _)| r)
-        .unwrap_or_default()
 }
 
 /// Routes the parent (first user message `user`) by its round, the number of tool messages
@@ -99,15 +81,6 @@ impl Gate {
 
 fn done() -> RouterReply {
     RouterReply::text(PARENT_DONE)
-}
-
-/// A child that reads notes.txt, then answers `CHILD_ANSWER`; 7 + 3 tokens per request.
-fn needle_child(body: &Value) -> RouterReply {
-    if last_role(body) == "tool" {
-        RouterReply::text(CHILD_ANSWER).usage(7, 3)
-    } else {
-        RouterReply::tool("read_file", json!({"path": "notes.txt"})).usage(7, 3)
-    }
 }
 
 /// One tool call of a request's history: its name, arguments and parsed result.
@@ -166,11 +139,6 @@ fn spawned(body: &Value, n: usize) -> String {
         .unwrap_or_else(|| format!("<no childId from spawn {n}>"))
 }
 
-/// The parent's requests (first user message `user`).
-fn parent_requests(server: &FakeRouter, user: &str) -> Vec<RouterRequest> {
-    server.requests_for(user)
-}
-
 /// The parent's last request: its history holds every call and result of the turn.
 fn last_parent(server: &FakeRouter, user: &str) -> RouterRequest {
     parent_requests(server, user)
@@ -178,24 +146,10 @@ fn last_parent(server: &FakeRouter, user: &str) -> RouterRequest {
         .unwrap_or_else(|| panic!("no parent request: {}", overview(server)))
 }
 
-/// The `agent.child` notifications' params, in order.
-fn child_events(r: &Streamed) -> Vec<Value> {
-    r.frames
-        .iter()
-        .filter(|f| f["method"] == "agent.child")
-        .map(|f| f["params"].clone())
-        .collect()
-}
-
 fn kinds(ev: &[Value]) -> Vec<String> {
     ev.iter()
         .map(|e| e["kind"].as_str().unwrap_or_default().to_string())
         .collect()
-}
-
-fn sorted(mut v: Vec<String>) -> Vec<String> {
-    v.sort();
-    v
 }
 
 /// A request's messages as (role, text) pairs.
@@ -246,12 +200,6 @@ fn assert_fields(v: &Value, want: Value) {
     for (k, x) in want.as_object().unwrap() {
         assert_eq!(&v["data"][k], x, "data.{k}: {v}");
     }
-}
-
-fn has_bash(s: &mut Sidecar) -> bool {
-    s.ok("tool.list", json!({}))
-        .to_string()
-        .contains("\"bash\"")
 }
 
 fn required(tool: &Value) -> Vec<String> {

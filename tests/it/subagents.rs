@@ -2,45 +2,14 @@
 //! agent loops on the same fake OpenAI-compatible provider (chosen per request by
 //! `FakeRouter`), their results, notifications, usage, records, profiles, limits and cancel.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::common::{Sidecar, pids_with_arg, wait_until};
+use crate::support::agents::*;
 use crate::support::chat_helpers::*;
 use crate::support::fake_router::{self, FakeRouter, RouterReply, RouterRequest};
-
-const DELEGATE: &str = "delegate_subagent";
-const PARENT_DONE: &str = "PARENT-DONE";
-const NEEDLE_TASK: &str = "Read notes.txt and report the line with the needle.";
-const CHILD_ANSWER: &str = "CHILD-ANSWER: the needle is here";
-
-fn ws() -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::write(
-        d.path().join("notes.txt"),
-        "alpha\nthe needle is here\nomega\n",
-    )
-    .unwrap();
-    d
-}
-
-/// `agent.chat.stream` params on the fake router.
-fn chat(server: &FakeRouter, chat_id: &str, user: &str, cwd: &Path, extra: Value) -> Value {
-    merge(
-        json!({"provider": "openai_compat", "model": "fake-model", "baseUrl": server.base_url(),
-               "apiKey": "k", "chatId": chat_id, "cwd": cwd, "maxRounds": 8,
-               "messages": [{"role": "user", "content": user}]}),
-        extra,
-    )
-}
-
-fn last_role(body: &Value) -> String {
-    fake_router::last_message(body)
-        .map(|(r, _)| r)
-        .unwrap_or_default()
-}
 
 /// The parent (first user message `user`) answers `first` until it has a tool result, then
 /// `PARENT-DONE`; any other request (a child) is answered by `child`.
@@ -62,15 +31,6 @@ fn parent_then(
     }
 }
 
-/// A child that reads notes.txt, then answers `CHILD_ANSWER`; 7 + 3 tokens per request.
-fn needle_child(body: &Value) -> RouterReply {
-    if last_role(body) == "tool" {
-        RouterReply::text(CHILD_ANSWER).usage(7, 3)
-    } else {
-        RouterReply::tool("read_file", json!({"path": "notes.txt"})).usage(7, 3)
-    }
-}
-
 const ONE_USER: &str = "Find the needle for me.";
 
 /// One delegation of `NEEDLE_TASK` (general-purpose); the parent's requests cost 100 + 10.
@@ -87,11 +47,6 @@ fn single_delegation(chat_id: &str) -> (FakeRouter, Sidecar, tempfile::TempDir, 
         chat(&server, chat_id, ONE_USER, w.path(), json!({})),
     );
     (server, s, w, r)
-}
-
-/// The parent's requests (first user message `user`).
-fn parent_requests(server: &FakeRouter, user: &str) -> Vec<RouterRequest> {
-    server.requests_for(user)
 }
 
 /// Results of the request's `delegate_subagent` calls, in call order, parsed from the tool
@@ -116,26 +71,6 @@ fn delegation_results(req: &RouterRequest) -> Vec<Value> {
                 .unwrap_or_else(|e| panic!("tool message is not JSON ({e}): {text}"))
         })
         .collect()
-}
-
-/// The `agent.child` notifications' params, in order.
-fn child_events(r: &Streamed) -> Vec<Value> {
-    r.frames
-        .iter()
-        .filter(|f| f["method"] == "agent.child")
-        .map(|f| f["params"].clone())
-        .collect()
-}
-
-fn sorted(mut v: Vec<String>) -> Vec<String> {
-    v.sort();
-    v
-}
-
-fn has_bash(s: &mut Sidecar) -> bool {
-    s.ok("tool.list", json!({}))
-        .to_string()
-        .contains("\"bash\"")
 }
 
 // ---------------------------------------------------------------------------------------------
