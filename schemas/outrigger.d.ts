@@ -381,9 +381,10 @@ export type ChatStreamParams = {
    */
   maxToolErrors?: number | null;
   /**
-   * Not supported: refused unless null, false or empty.
+   * Stdio MCP servers for this turn (at most 16): their tools are the turn's as
+   * `mcp__<name>__<tool>`; closed when the turn ends. Ignored under `toolsViaHost`.
    */
-  mcp?: unknown;
+  mcp?: McpServerEntry[] | null;
   /**
    * The conversation (the shape `agent.session.messages` returns); `[]` only with
    * `resume`. With `fromRecord`, only the new messages.
@@ -394,7 +395,8 @@ export type ChatStreamParams = {
    */
   model?: string;
   /**
-   * Not supported: refused unless null, false or empty.
+   * `{enabled, maxDepth?, maxParallel?, childMaxRounds?}`: the six `agent_*` tools
+   * (`docs/agents.md`).
    */
   orchestration?: unknown;
   /**
@@ -892,6 +894,92 @@ export type ListenInfo = {
    * Always `stdio`.
    */
   transport: string;
+};
+
+/**
+ * `mcp.list` params.
+ */
+export type McpListParams = {
+  /**
+   * Start the configured servers that have not started yet before listing (they
+   * otherwise start with the first turn).
+   */
+  start?: boolean;
+};
+
+/**
+ * `mcp.list` result.
+ */
+export type McpListResult = {
+  servers: McpServerInfo[];
+};
+
+/**
+ * One per-turn MCP server (`mcp` of `agent.chat.stream`).
+ */
+export type McpServerEntry = {
+  args?: string[] | null;
+  /**
+   * The program that runs the server (no shell).
+   */
+  command: string;
+  /**
+   * Relative to the turn's `cwd`.
+   */
+  cwd?: string | null;
+  /**
+   * Added to the server's environment (which has no secret-looking variables otherwise).
+   */
+  env?: { [key: string]: string } | null;
+  /**
+   * Tools are named `mcp__<name>__<tool>`; defaults to the command's file name. Characters
+   * outside `[A-Za-z0-9_-]` become `_`.
+   */
+  name?: string | null;
+};
+
+/**
+ * A configured MCP server (`mcp_servers`) as `mcp.list` reports it.
+ */
+export type McpServerInfo = {
+  /**
+   * Why it failed, or how it last crashed.
+   */
+  error?: string | null;
+  name: string;
+  /**
+   * Restarts after crashes so far (at most one).
+   */
+  restarts: number;
+  /**
+   * `idle` (not started yet), `starting`, `running`, `failed` or `closed`.
+   */
+  state: string;
+  /**
+   * The command (stdio) or the URL (http).
+   */
+  target: string;
+  /**
+   * Its tools as registered (empty unless running).
+   */
+  tools: McpToolInfo[];
+  /**
+   * `stdio` or `http` (Streamable HTTP).
+   */
+  transport: string;
+};
+
+/**
+ * One tool of a configured MCP server.
+ */
+export type McpToolInfo = {
+  description: string;
+  exposure: ToolExposure;
+  mode: ToolMode;
+  /**
+   * Our name, `mcp__<server>__<tool>`.
+   */
+  name: string;
 };
 
 /**
@@ -2018,6 +2106,7 @@ export interface Methods {
   "config.get": { params: ConfigGetParams; result: ConfigGetResult };
   "config.set": { params: ConfigSetParams; result: null };
   "harness.describe": { params: NoParams; result: HarnessDescription };
+  "mcp.list": { params: McpListParams; result: McpListResult };
   "models.list": { params: ModelsListParams; result: ModelsListResult };
   "plugin.disable": { params: PluginNameParams; result: PluginResult };
   "plugin.enable": { params: PluginNameParams; result: PluginResult };

@@ -51,6 +51,13 @@ pub enum Command {
     /// Run one agent turn headless (this binary as the sidecar) and print every frame a host
     /// would receive, as JSON lines.
     Run(crate::agent::headless::RunArgs),
+    /// Serve Outrigger's file tools and bash as an MCP server over stdio.
+    Mcp {
+        /// The workspace the tools work in: relative paths resolve against it and bash runs
+        /// (and may write) only inside it. Default: the current directory.
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
+    },
     /// Internal: the sandbox launcher the sidecar runs commands through.
     #[command(name = "__sandbox-exec", hide = true)]
     SandboxExec {

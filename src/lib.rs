@@ -12,6 +12,7 @@ pub mod host;
 pub mod lifecycle;
 pub mod llm;
 pub mod logging;
+pub mod mcp;
 pub mod memory;
 pub mod protocol;
 pub mod rpc;

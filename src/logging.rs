@@ -31,8 +31,14 @@ pub fn init(level: &str) -> LogControl {
         base.boxed()
     };
     // A second init (tests in one process) is harmless: keep the first subscriber.
+    // rmcp logs every handshake and cancelled task at INFO (whole peer descriptions): only its
+    // warnings reach our log; `mcp` logs what a host needs to know itself.
+    let quiet_deps = tracing_subscriber::filter::filter_fn(|m| {
+        !(m.target().starts_with("rmcp") && *m.level() > tracing::Level::WARN)
+    });
     let _ = tracing_subscriber::registry()
         .with(filter)
+        .with(quiet_deps)
         .with(fmt_layer)
         .try_init();
     LogControl {

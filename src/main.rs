@@ -85,6 +85,12 @@ fn real_main(cli: Cli) -> i32 {
         return 0;
     }
 
+    if let Some(Command::Mcp { root }) = &cli.command {
+        // Logs go to stderr; stdout carries only MCP frames.
+        logging::init(&config.settings().log_level);
+        return outrigger::mcp::server::run(config, root.clone());
+    }
+
     if let Some(Command::LlmProbe(args)) = cli.command {
         logging::init(&config.settings().log_level);
         let settings = outrigger::llm::LlmSettings::from_settings(&config.settings());

@@ -13,13 +13,58 @@ use crate::protocol::{
     LifecycleReady, LifecycleShutdown, ListenInfo, PROTOCOL_VERSION, ShutdownReason, VERSION,
 };
 use crate::rpc::Out;
+use crate::sandbox::Sandbox;
 use crate::tools::Router;
+use crate::tools::fs::FsEnv;
 use crate::tools::plugins::PluginRegistry;
 
 /// How often we look for a parent that went away without closing our stdin.
 /// How long after ready the background warm-ups start.
 const WARMUP_DELAY: Duration = Duration::from_millis(100);
 const PARENT_POLL: Duration = Duration::from_millis(500);
+
+/// The built-in tools every front end serves: the file tools and `bash`.
+pub struct Builtins {
+    pub router: Arc<Router>,
+    pub fs_env: Arc<FsEnv>,
+    /// The installed sandbox service `bash` runs commands through.
+    pub sandbox: Arc<Sandbox>,
+}
+
+/// A router with the file tools (`read_file` … `grep`) and `bash`, and the sandbox service
+/// installed, as the sidecar and `outrigger mcp` both serve them. Tools read settings per call
+/// from `shared`; `config` names the credential paths the sandbox always hides.
+pub fn builtin_tools(config: &Config, shared: &SharedConfig) -> Builtins {
+    let router = Router::new();
+    let fs_env = FsEnv::new(Arc::new({
+        let shared = shared.clone();
+        move || shared.settings()
+    }));
+    crate::tools::fs::register(&router, &fs_env);
+    // The sandbox service (probed lazily) and `bash`.
+    let sandbox = {
+        let shared = shared.clone();
+        let hidden = vec![
+            config.home().join("secrets"),
+            config.home().join("credentials"),
+        ];
+        crate::sandbox::install(Sandbox::new(
+            // Our own image, even if the file on disk is replaced while we run.
+            Some(std::path::PathBuf::from("/proc/self/exe")),
+            hidden,
+            move || Some(shared.get()),
+        ))
+    };
+    let bash = crate::tools::bash::BashTool::new(sandbox.clone());
+    if let Err(e) = router.register(crate::tools::router::Registration::new(Arc::new(bash))) {
+        tracing::error!("cannot register bash: {e}");
+    }
+    Builtins {
+        router,
+        fs_env,
+        sandbox,
+    }
+}
 
 pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -43,33 +88,15 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
             return 2;
         }
     };
-    // Built-in file tools register before plugins so a plugin cannot take their names. They
-    // read settings per call from the shared config (`config.set` changes it at runtime).
-    let router = Router::new();
+    // Built-in file tools and bash register before plugins so a plugin cannot take their
+    // names. They read settings per call from the shared config (`config.set` changes it at
+    // runtime).
     let shared = SharedConfig::new(config.clone());
-    let fs_env = crate::tools::fs::FsEnv::new(Arc::new({
-        let shared = shared.clone();
-        move || shared.settings()
-    }));
-    crate::tools::fs::register(&router, &fs_env);
-    // The sandbox service (probed lazily) and `bash`, also before plugins.
-    let sandbox = {
-        let shared = shared.clone();
-        let hidden = vec![
-            config.home().join("secrets"),
-            config.home().join("credentials"),
-        ];
-        crate::sandbox::install(crate::sandbox::Sandbox::new(
-            // Our own image, even if the file on disk is replaced while we run.
-            Some(std::path::PathBuf::from("/proc/self/exe")),
-            hidden,
-            move || Some(shared.get()),
-        ))
-    };
-    let bash = crate::tools::bash::BashTool::new(sandbox.clone());
-    if let Err(e) = router.register(crate::tools::router::Registration::new(Arc::new(bash))) {
-        tracing::error!("cannot register bash: {e}");
-    }
+    let Builtins {
+        router,
+        fs_env,
+        sandbox,
+    } = builtin_tools(&config, &shared);
     let todo = crate::tools::router::Registration::new(Arc::new(crate::tools::todo::TodoWrite));
     if let Err(e) = router.register(todo) {
         tracing::error!("cannot register todo_write: {e}");

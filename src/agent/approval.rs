@@ -557,7 +557,7 @@ impl Turn {
                 Some(t) => t.validate(args).map_err(String::from),
                 None => Err(format!("unknown tool '{name}'")),
             },
-            _ => match self.agent.router.get(name) {
+            _ => match self.router().get(name) {
                 Some(e) => e.validate(args).map_err(String::from),
                 None => Err(format!("unknown tool '{name}'")),
             },

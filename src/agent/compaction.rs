@@ -151,16 +151,7 @@ pub fn spill(
 ) -> Result<(String, PathBuf), String> {
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("cannot create the spill directory {}: {e}", dir.display()))?;
-    let safe: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let safe = crate::tools::sanitize_name(name);
     let path = dir.join(format!("{safe}.txt"));
     std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     let total = text.chars().count();

@@ -162,6 +162,9 @@ pub(super) fn child_params(
         subagent: None,
         tool_filter: filter.map(|f| f.iter().cloned().collect()),
         orchestration: None,
+        // A child runs on its parent's router (MCP tools included) and starts no servers.
+        mcp: Vec::new(),
+        router: p.router.clone(),
     }
 }
 

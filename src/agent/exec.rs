@@ -67,18 +67,7 @@ impl Turn {
         }
         let sandbox = r.data.as_mut().and_then(|d| d.remove("_sandbox"));
         let duration = r.data.as_ref().and_then(|d| d.get("durationMs")).cloned();
-        let mut body = Map::new();
-        body.insert("success".into(), json!(r.success));
-        if let Some(e) = &r.error {
-            body.insert("error".into(), json!(e));
-        }
-        if let Some(d) = &r.data {
-            body.insert("data".into(), Value::Object(d.clone()));
-        }
-        if let Some(m) = &r.message {
-            body.insert("message".into(), json!(m));
-        }
-        let mut content = Value::Object(body).to_string();
+        let mut content = r.model_text();
         let window = self.p.cfg.window;
         if content.chars().count() > pick(window, cx::SPILL_MAX_INLINE) {
             match cx::spill(
@@ -171,7 +160,7 @@ impl Turn {
     /// The call's mode, when the tool is known.
     pub(super) fn mode_of(&self, name: &str) -> Option<ToolMode> {
         match self.route(name) {
-            Route::Local => self.agent.router.get(name).map(|e| e.mode),
+            Route::Local => self.router().get(name).map(|e| e.mode),
             Route::Host(t) => Some(t.mode),
             Route::UnknownHost
             | Route::AskUser
@@ -186,8 +175,7 @@ impl Turn {
     fn concurrency_safe(&self, c: &ToolCall) -> bool {
         match self.route(&c.name) {
             Route::Local => self
-                .agent
-                .router
+                .router()
                 .get(&c.name)
                 .is_none_or(|e| e.concurrency_safe),
             Route::Host(t) => t.mode == ToolMode::Read,
@@ -339,7 +327,7 @@ impl Turn {
         phase: &tokio_util::sync::CancellationToken,
         round: u64,
     ) -> impl std::future::Future<Output = ToolResult> + use<> {
-        let router = self.agent.router.clone();
+        let router = self.router().clone();
         let host = self.host.clone();
         let name = c.name.clone();
         let id = c.id.clone();

@@ -55,6 +55,8 @@ pub struct Agent {
     pub approvals: approval::SessionRules,
     /// Recent records' transcripts, so a follow-up turn does not re-read its history.
     pub transcripts: transcripts::Transcripts,
+    /// The config's `mcp_servers`, started on first use.
+    pub mcp: Arc<crate::mcp::Configured>,
 }
 
 impl Agent {
@@ -70,7 +72,23 @@ impl Agent {
         let settings = config.settings();
         let (cache_bytes, trace_bytes) =
             (settings.transcript_cache_bytes, settings.trace_memory_bytes);
+        let mcp = {
+            let shared = config.clone();
+            crate::mcp::Configured::new(
+                settings.mcp_servers.clone(),
+                router.clone(),
+                lifecycle.clone(),
+                crate::sandbox::global().and_then(|s| s.launcher().map(Into::into)),
+                settings
+                    .workspace_root
+                    .clone()
+                    .or_else(|| std::env::current_dir().ok())
+                    .unwrap_or_else(|| "/".into()),
+                Arc::new(move || crate::mcp::McpSettings::from_settings(&shared.settings())),
+            )
+        };
         Agent {
+            mcp,
             transcripts: transcripts::Transcripts::new(cache_bytes),
             store,
             router,

@@ -159,6 +159,11 @@ pub struct ChatParams {
     pub tool_filter: Option<Arc<[String]>>,
     /// `orchestration: {enabled: true, …}`: the six `agent_*` tools.
     pub orchestration: Option<Arc<super::orchestrate::Orchestration>>,
+    /// `mcp`: stdio MCP servers started for this turn (not under `toolsViaHost`).
+    pub mcp: Vec<crate::mcp::entry::ServerEntry>,
+    /// The turn's own router once its MCP servers are mounted (sub-agents inherit it);
+    /// `None`: the shared one.
+    pub router: Option<Arc<crate::tools::Router>>,
 }
 
 /// A turn's `approval` param before the config has its say.
@@ -236,7 +241,6 @@ pub enum Method {
 /// Reference params naming features this build does not implement: refused rather than
 /// silently ignored, so a host never believes they took effect.
 const UNSUPPORTED: &[(&str, &str)] = &[
-    ("mcp", "per-turn MCP servers"),
     ("skills", "skills injection"),
     ("worldState", "world-state injection"),
     ("antiHallucination", "the anti-hallucination gate"),
@@ -268,6 +272,7 @@ fn known_fields() -> &'static [&'static str] {
         k.extend(UNSUPPORTED.iter().map(|(name, _)| *name));
         k.push("subagent");
         k.push("orchestration");
+        k.push("mcp");
         k
     })
 }
@@ -547,6 +552,11 @@ fn checked(
         }
     };
     let approval = parse_approval(raw.approval.as_ref())?;
+    // MCP entries, last of the checks (as the reference orders them): nothing has started.
+    let mcp = match obj.get("mcp") {
+        None => Vec::new(),
+        Some(v) => crate::mcp::entry::parse_turn(v)?,
+    };
     let stream_id = match raw.stream_id {
         Some(s) if s.trim().is_empty() => return Err("streamId must not be empty".into()),
         Some(s) => s,
@@ -592,6 +602,8 @@ fn checked(
         subagent,
         tool_filter: None,
         orchestration,
+        mcp,
+        router: None,
     })
 }
 
@@ -667,7 +679,15 @@ mod tests {
         assert!(e.contains("'all' or 'final'"), "{e}");
         assert!(p(scripted(json!({"toolTimeoutMs": 0}))).is_err());
         assert!(p(scripted(json!({"maxRounds": 0}))).is_err());
-        assert!(p(scripted(json!({"mcp": [{"command": "x"}]}))).is_err());
+        assert_eq!(
+            p(scripted(json!({"mcp": [{"command": "x"}]})))
+                .unwrap()
+                .mcp
+                .len(),
+            1
+        );
+        let e = p(scripted(json!({"mcp": [{"args": []}]}))).err().unwrap();
+        assert!(e.starts_with("mcp[0].command is required"), "{e}");
         assert!(p(scripted(json!({"subagent": false, "useCoreLoop": false}))).is_ok());
         let c = p(scripted(json!({"maxContextTokens": 1000, "maxRounds": 3}))).unwrap();
         assert_eq!(c.cfg.budget_tokens, 2000);

@@ -109,6 +109,8 @@ pub struct Turn {
     pub pool: Arc<super::delegate::Pool>,
     /// `requiredProfiles` reminders sent this turn.
     subagent_reminders: u32,
+    /// The turn's own MCP servers (its `mcp` entries), closed when it ends.
+    mcp: Option<crate::mcp::mount::TurnMount>,
 }
 
 /// Reminders the completion gate sends per turn before a final answer stands.
@@ -179,6 +181,7 @@ impl Turn {
         Turn {
             pool,
             subagent_reminders: 0,
+            mcp: None,
             host,
             approval,
             todos,
@@ -262,12 +265,72 @@ impl Turn {
         mut self,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Completion> + Send>> {
         Box::pin(async move {
+            self.mount_mcp().await;
             let completion = self.rounds().await;
             // Children still running are cancelled before the turn reports its end.
             self.pool.wind_down().await;
+            // No server outlives its turn (a dropped turn kills them through their groups).
+            if let Some(m) = self.mcp.take() {
+                m.close().await;
+            }
             self.keep_transcript();
             completion
         })
+    }
+
+    /// The router this turn dispatches on: its own when it mounted MCP servers.
+    pub(super) fn router(&self) -> &Arc<crate::tools::Router> {
+        self.p.router.as_ref().unwrap_or(&self.agent.router)
+    }
+
+    /// Starts the configured MCP servers on first use and this turn's own `mcp` entries (in
+    /// parallel); a server that fails is a notice and the turn goes on without it. Under
+    /// `toolsViaHost` the host owns the tools and nothing is mounted.
+    async fn mount_mcp(&mut self) {
+        if self.p.host_tools.is_some() {
+            if !self.p.mcp.is_empty() {
+                tracing::info!(
+                    "stream {}: mcp ignored under toolsViaHost",
+                    self.emit.stream_id
+                );
+            }
+            return;
+        }
+        let cancel = self.handle.cancel.clone();
+        for f in self.agent.mcp.ensure_started(&cancel).await {
+            self.mcp_failed(&f);
+        }
+        if self.p.mcp.is_empty() {
+            return;
+        }
+        let settings = crate::mcp::McpSettings::from_settings(&self.agent.config.settings());
+        let launcher = crate::sandbox::global().and_then(|s| s.launcher().map(Into::into));
+        let ctx = crate::mcp::client::ConnectCtx {
+            cwd: &self.p.cwd,
+            lifecycle: Some(self.agent.lifecycle.clone()),
+            launcher,
+            startup_timeout: settings.startup_timeout,
+            cancel: &cancel,
+        };
+        let entries = std::mem::take(&mut self.p.mcp);
+        let (mount, failures) =
+            crate::mcp::mount::TurnMount::start(&entries, self.router(), &ctx, &settings).await;
+        self.p.mcp = entries;
+        for f in &failures {
+            self.mcp_failed(f);
+        }
+        let mut n = Map::new();
+        n.insert("servers".into(), json!(mount.describe()));
+        self.notice("mcp_mounted", n);
+        self.p.router = Some(mount.router.clone());
+        self.mcp = Some(mount);
+    }
+
+    fn mcp_failed(&self, f: &crate::mcp::mount::Failure) {
+        let mut n = Map::new();
+        n.insert("name".into(), json!(f.name));
+        n.insert("error".into(), json!(f.error));
+        self.notice("mcp_server_failed", n);
     }
 
     /// Leaves the transcript for the record's next turn, when it is exactly the record's.
@@ -294,6 +357,11 @@ impl Turn {
             if self.handle.cancel.is_cancelled() {
                 return self.cancelled(String::new()).await;
             }
+            // MCP servers that announced a new tool list are re-listed between rounds.
+            if let Some(m) = &mut self.mcp {
+                m.refresh().await;
+            }
+            self.agent.mcp.refresh().await;
             // 1. steer inbox
             for s in self.handle.drain_steers() {
                 let content = if s.chars().count() > MAX_STEER_CHARS {
@@ -516,7 +584,7 @@ impl Turn {
     /// The tool descriptors offered this round: the router's (by strategy), or under
     /// `toolsViaHost` the host's plus the interaction tools the sidecar answers itself.
     fn tools(&mut self) -> Arc<[Value]> {
-        let generation = self.agent.router.generation();
+        let generation = self.router().generation();
         if let Some((g, t)) = &self.offered
             && *g == generation
         {
@@ -535,14 +603,14 @@ impl Turn {
         let mut out: Vec<Value> = match &self.p.host_tools {
             Some(h) => {
                 let mut v: Vec<Value> = h.tools.iter().map(|t| t.descriptor()).collect();
-                v.extend(self.agent.router.get(todo::NAME).map(|e| describe(&e)));
+                v.extend(self.router().get(todo::NAME).map(|e| describe(&e)));
                 v
             }
             None => self
                 .p
                 .cfg
                 .strategy
-                .select(&self.agent.router)
+                .select(self.router())
                 .iter()
                 .map(|e| describe(e))
                 .collect(),

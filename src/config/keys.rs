@@ -17,6 +17,8 @@ pub enum Kind {
     PathList,
     /// `true` / `false`. Env: 1/0, true/false, yes/no, on/off.
     Bool,
+    /// `mcp_servers`: a list of MCP server entries (`crate::mcp::entry`). Env: JSON.
+    McpServers,
 }
 
 impl Kind {
@@ -28,6 +30,7 @@ impl Kind {
             Kind::Float { min, max } => format!("a number from {min} to {max}"),
             Kind::PathList => "a list of non-empty strings (paths)".to_string(),
             Kind::Bool => "true or false".to_string(),
+            Kind::McpServers => "a list of MCP server entries: {name?, command, args?, env?, cwd?} or {name, url, headers?}".to_string(),
         }
     }
 
@@ -44,6 +47,7 @@ impl Kind {
                 .as_array()
                 .is_some_and(|a| a.iter().all(|x| x.as_str().is_some_and(|s| !s.is_empty()))),
             Kind::Bool => v.is_boolean(),
+            Kind::McpServers => crate::mcp::entry::parse_configured(v).is_ok(),
         }
     }
 
@@ -83,6 +87,9 @@ impl Kind {
                     .map(|p| Value::String(p.to_string()))
                     .collect(),
             ),
+            Kind::McpServers => {
+                serde_json::from_str(t).unwrap_or_else(|_| Value::String(s.to_string()))
+            }
             Kind::Bool => match t.to_ascii_lowercase().as_str() {
                 "1" | "true" | "yes" | "on" => Value::Bool(true),
                 "0" | "false" | "no" | "off" => Value::Bool(false),
@@ -348,6 +355,39 @@ pub static KEYS: &[KeySpec] = &[
         },
         default: || json!(300_000),
         doc: "how long a pre-started process for the next bash command or plugin call waits before it is let go (it takes the spawn and cgroup cost off the call); 0 starts every command cold",
+    },
+    KeySpec {
+        name: "mcp_servers",
+        kind: Kind::McpServers,
+        default: || json!([]),
+        doc: "MCP servers whose tools every turn gets: stdio {name?, command, args?, env?, cwd?} or Streamable HTTP {name, url, headers?}; started on first use, kept for the sidecar's life",
+    },
+    KeySpec {
+        name: "mcp_startup_timeout_ms",
+        kind: Kind::Int {
+            min: 100,
+            max: 600_000,
+        },
+        default: || json!(30_000),
+        doc: "how long an MCP server may take to start, answer initialize and list its tools",
+    },
+    KeySpec {
+        name: "mcp_direct_tool_limit",
+        kind: Kind::Int {
+            min: 0,
+            max: 10_000,
+        },
+        default: || json!(40),
+        doc: "more mounted MCP tools than this go to the deferred tier (found through tool_search) instead of the model's tool list",
+    },
+    KeySpec {
+        name: "mcp_max_tools",
+        kind: Kind::Int {
+            min: 1,
+            max: 10_000,
+        },
+        default: || json!(1000),
+        doc: "tools kept per MCP server (the rest are ignored, with a log line)",
     },
     KeySpec {
         name: "bash_timeout_ms",

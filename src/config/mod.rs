@@ -128,7 +128,14 @@ impl Layer {
                     key: k.clone(),
                     layer: self.source.as_str(),
                     origin: self.origin.clone(),
-                    expected: spec.kind.describe(),
+                    expected: match spec.kind {
+                        // The entry parser names the exact problem.
+                        keys::Kind::McpServers => match crate::mcp::entry::parse_configured(v) {
+                            Err(e) => format!("{} ({e})", spec.kind.describe()),
+                            Ok(_) => spec.kind.describe(),
+                        },
+                        _ => spec.kind.describe(),
+                    },
                     got: v.to_string(),
                 });
             }
@@ -405,6 +412,17 @@ impl Config {
                 .and_then(|n| u32::try_from(n).ok())
                 .unwrap_or(256),
             sandbox_warm_idle_ms: get("sandbox_warm_idle_ms").as_u64().unwrap_or(300_000),
+            mcp_servers: crate::mcp::entry::parse_configured(&get("mcp_servers"))
+                .unwrap_or_default(),
+            mcp_startup_timeout_ms: get("mcp_startup_timeout_ms").as_u64().unwrap_or(30_000),
+            mcp_direct_tool_limit: get("mcp_direct_tool_limit")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(40),
+            mcp_max_tools: get("mcp_max_tools")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(1000),
             bash_timeout_ms: get("bash_timeout_ms").as_u64().unwrap_or(120_000),
             bash_max_timeout_ms: get("bash_max_timeout_ms").as_u64().unwrap_or(600_000),
             bash_max_output_bytes: get("bash_max_output_bytes")
@@ -501,6 +519,11 @@ pub struct Settings {
     pub sandbox_max_processes: u32,
     /// `sandbox_warm_idle_ms`: 0 = no warm spare.
     pub sandbox_warm_idle_ms: u64,
+    /// `mcp_servers`, parsed (the config check already refused a malformed list).
+    pub mcp_servers: Vec<crate::mcp::entry::ServerEntry>,
+    pub mcp_startup_timeout_ms: u64,
+    pub mcp_direct_tool_limit: usize,
+    pub mcp_max_tools: usize,
     pub bash_timeout_ms: u64,
     /// The ceiling of a call's `timeoutMs` (and of the default).
     pub bash_max_timeout_ms: u64,

@@ -352,10 +352,12 @@ pub struct ChatStreamParams {
     /// `agent.chat.fork` from a trace: refused (pass `recordId`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
-    /// Not supported: refused unless null, false or empty.
+    /// Stdio MCP servers for this turn (at most 16): their tools are the turn's as
+    /// `mcp__<name>__<tool>`; closed when the turn ends. Ignored under `toolsViaHost`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mcp: Option<Value>,
-    /// Not supported: refused unless null, false or empty.
+    pub mcp: Option<Vec<McpServerEntry>>,
+    /// `{enabled, maxDepth?, maxParallel?, childMaxRounds?}`: the six `agent_*` tools
+    /// (`docs/agents.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub orchestration: Option<Value>,
     /// Not supported: refused unless null, false or empty.
@@ -370,4 +372,24 @@ pub struct ChatStreamParams {
     /// Sub-agents are not built: `false` is accepted, an object is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subagent: Option<Value>,
+}
+
+/// One per-turn MCP server (`mcp` of `agent.chat.stream`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerEntry {
+    /// Tools are named `mcp__<name>__<tool>`; defaults to the command's file name. Characters
+    /// outside `[A-Za-z0-9_-]` become `_`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The program that runs the server (no shell).
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    /// Added to the server's environment (which has no secret-looking variables otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<std::collections::BTreeMap<String, String>>,
+    /// Relative to the turn's `cwd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
 }

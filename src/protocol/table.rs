@@ -58,6 +58,7 @@ pub const METHODS: &[Call] = &[
     call::<t::ToolInvokeParams, ToolResult>("tool.invoke"),
     call::<NoParams, t::PluginToolsDescribeResult>("plugin.tools.describe"),
     call::<NoParams, t::PluginListResult>("plugin.list"),
+    call::<t::McpListParams, t::McpListResult>("mcp.list"),
     call::<t::PluginNameParams, t::PluginResult>("plugin.enable"),
     call::<t::PluginNameParams, t::PluginResult>("plugin.disable"),
     call::<t::PluginNameParams, t::PluginResult>("plugin.reload"),

@@ -405,3 +405,48 @@ mod tests {
         assert!(serde_json::from_value::<ToolInvokeParams>(bad).is_err());
     }
 }
+
+/// `mcp.list` params.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpListParams {
+    /// Start the configured servers that have not started yet before listing (they
+    /// otherwise start with the first turn).
+    #[serde(default)]
+    pub start: bool,
+}
+
+/// A configured MCP server (`mcp_servers`) as `mcp.list` reports it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerInfo {
+    pub name: String,
+    /// `stdio` or `http` (Streamable HTTP).
+    pub transport: String,
+    /// The command (stdio) or the URL (http).
+    pub target: String,
+    /// `idle` (not started yet), `starting`, `running`, `failed` or `closed`.
+    pub state: String,
+    /// Restarts after crashes so far (at most one).
+    pub restarts: u32,
+    /// Why it failed, or how it last crashed.
+    pub error: Option<String>,
+    /// Its tools as registered (empty unless running).
+    pub tools: Vec<McpToolInfo>,
+}
+
+/// One tool of a configured MCP server.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct McpToolInfo {
+    /// Our name, `mcp__<server>__<tool>`.
+    pub name: String,
+    pub description: String,
+    pub mode: crate::tools::ToolMode,
+    pub exposure: crate::tools::Exposure,
+}
+
+/// `mcp.list` result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct McpListResult {
+    pub servers: Vec<McpServerInfo>,
+}

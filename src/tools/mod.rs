@@ -146,6 +146,26 @@ impl ToolResult {
         }
     }
 
+    /// The text the model gets for this result (the tool message's content, and what
+    /// `outrigger mcp` returns as text): `{success, error?, data?, message?}` as JSON, without
+    /// the `_sandbox` marker (which goes to the host, not the model).
+    pub fn model_text(&self) -> String {
+        let mut body = Map::new();
+        body.insert("success".into(), Value::Bool(self.success));
+        if let Some(e) = &self.error {
+            body.insert("error".into(), Value::String(e.clone()));
+        }
+        if let Some(d) = &self.data {
+            let mut d = d.clone();
+            d.remove("_sandbox");
+            body.insert("data".into(), Value::Object(d));
+        }
+        if let Some(m) = &self.message {
+            body.insert("message".into(), Value::String(m.clone()));
+        }
+        Value::Object(body).to_string()
+    }
+
     pub fn with_data(mut self, key: &str, value: impl Into<Value>) -> ToolResult {
         self.data
             .get_or_insert_with(Map::new)
@@ -164,6 +184,20 @@ pub fn valid_tool_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// `s` with every character outside `[A-Za-z0-9_-]` replaced by `_` (names made from
+/// outside input: MCP server and tool names, spill file names).
+pub fn sanitize_name(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// "a string", "an object", … for error messages about JSON values.

@@ -133,6 +133,24 @@ impl Router {
         })
     }
 
+    /// A router of one turn's own: this one's tools as they are now (the entries are shared,
+    /// not copied) and a `tool_search` of its own, so tools registered on it (a turn's MCP
+    /// servers) stay out of every other turn.
+    pub fn fork(&self) -> Arc<Router> {
+        let entries: BTreeMap<String, Arc<Entry>> = self
+            .read()
+            .iter()
+            .filter(|(name, _)| name.as_str() != ToolSearch::NAME)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let fork = Router::new();
+        fork.write().extend(entries);
+        // Past any generation the parent handed out, so a cached tool list never matches.
+        fork.generation
+            .store(self.generation() + 1, Ordering::SeqCst);
+        fork
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Entry>>> {
         self.entries.read().unwrap_or_else(|e| e.into_inner())
     }

@@ -180,7 +180,8 @@ fn invalid_params_fail_before_any_provider_request() {
         json!({"messages": []}),
         json!({"toolTimeoutMs": 0, "messages": [{"role": "user", "content": "c"}]}),
         json!({"maxRounds": 100000, "messages": [{"role": "user", "content": "c"}]}),
-        json!({"mcp": [{"command": "srv"}], "messages": [{"role": "user", "content": "c"}]}),
+        json!({"mcp": [{"command": ""}], "messages": [{"role": "user", "content": "c"}]}),
+        json!({"mcp": [{"name": "a", "command": "x"}, {"name": "a", "command": "y"}], "messages": [{"role": "user", "content": "c"}]}),
         json!({"reasoningEffort": "low", "messages": [{"role": "user", "content": "c"}]}),
     ];
     for c in cases {

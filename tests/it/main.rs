@@ -24,6 +24,8 @@ mod host_tools;
 mod interaction;
 mod lifecycle;
 mod llm_provider;
+mod mcp_client;
+mod mcp_server;
 mod orchestration;
 mod params_strict;
 mod plugins_rpc;

@@ -112,7 +112,6 @@ fn chat_stream_type_errors_and_message_rules_name_the_field() {
     assert!(e.starts_with("invalid role: 'wizard'"), "{e}");
     // Refused features keep their own message.
     for (k, v) in [
-        ("mcp", json!([{"command": "x"}])),
         ("skills", json!({"roots": ["/x"]})),
         ("worldState", json!({"a": 1})),
         ("antiHallucination", json!(true)),

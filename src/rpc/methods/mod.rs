@@ -8,6 +8,7 @@ mod config;
 mod debug;
 mod harness;
 mod llm;
+mod mcp;
 mod plugins;
 mod request;
 mod sandbox;
@@ -115,6 +116,7 @@ pub fn table() -> &'static [Entry] {
             t!("tool.invoke", tools::invoke),
             t!("plugin.tools.describe", tools::describe),
             t!("plugin.list", plugins::list),
+            t!("mcp.list", mcp::list),
             t!("plugin.enable", plugins::enable),
             t!("plugin.disable", plugins::disable),
             t!("plugin.reload", plugins::reload),

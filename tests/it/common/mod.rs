@@ -99,19 +99,7 @@ impl Sidecar {
                 }
             }
         });
-        let (etx, stderr_rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                match line {
-                    Ok(l) => {
-                        if etx.send(l).is_err() {
-                            break;
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-        });
+        let stderr_rx = line_channel(stderr);
         let mut s = Sidecar {
             child,
             stdin,
@@ -366,4 +354,23 @@ pub fn sigkill(s: &mut Sidecar) {
     )
     .unwrap();
     let _ = s.wait_exit(Duration::from_secs(10));
+}
+
+/// Lines of `r` (without their newline) on a channel fed by a thread, so a test can wait for
+/// them with a deadline.
+pub fn line_channel(r: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines() {
+            match line {
+                Ok(l) => {
+                    if tx.send(l).is_err() {
+                        break;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+    });
+    rx
 }

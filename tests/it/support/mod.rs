@@ -5,4 +5,5 @@ pub mod chat_helpers;
 pub mod fake_openai;
 pub mod fake_router;
 pub mod host;
+pub mod mcp_deps;
 pub mod plugins;
