@@ -101,11 +101,30 @@ impl Configured {
     }
 
     /// Starts the servers not started yet (in parallel); returns the ones that failed this
-    /// time, for the turn's notices. Servers that failed before are not retried.
+    /// time, for the turn's notices. Servers that failed before are not retried. The start
+    /// belongs to the sidecar, not to the caller: when `cancel` fires (the turn was cancelled)
+    /// the caller stops waiting and the servers go on starting.
     pub async fn ensure_started(self: &Arc<Self>, cancel: &CancellationToken) -> Vec<Failure> {
-        if self.is_empty() {
+        // Servers another caller is starting are waited for (on the start lock) like idle ones.
+        let pending = self
+            .slots()
+            .iter()
+            .any(|s| matches!(s.state, State::Idle | State::Starting));
+        if !pending {
             return Vec::new();
         }
+        let me = self.clone();
+        let start = tokio::spawn(async move {
+            let life = me.lifecycle.token();
+            me.start_idle(&life).await
+        });
+        tokio::select! {
+            r = start => r.unwrap_or_default(),
+            _ = cancel.cancelled() => Vec::new(),
+        }
+    }
+
+    async fn start_idle(self: &Arc<Self>, cancel: &CancellationToken) -> Vec<Failure> {
         let _guard = self.start_lock.lock().await;
         let idle: Vec<ServerEntry> = {
             let mut slots = self.slots();
@@ -213,7 +232,7 @@ impl Configured {
         };
         if restart && !self.lifecycle.token().is_cancelled() {
             let cancel = self.lifecycle.token();
-            for f in self.ensure_started(&cancel).await {
+            for f in self.start_idle(&cancel).await {
                 tracing::warn!("mcp {}: restart failed: {}", f.name, f.error);
             }
         }

@@ -956,3 +956,39 @@ fn git_filesystem_and_time_servers_serve_one_turn() {
     );
     assert!(text(2).contains("UTC"), "{}", text(2));
 }
+
+/// A configured server belongs to the sidecar: cancelling the turn that started it stops that
+/// turn's wait, not the server's start (which a later turn then uses).
+#[test]
+fn cancelling_the_first_turn_does_not_fail_a_configured_start() {
+    let w = tempfile::tempdir().unwrap();
+    let pid_file = w.path().join("fake.pid");
+    // A server that takes a second to start.
+    let slow = json!({"name": "fake", "command": "sh",
+        "args": ["-c", "sleep 1; exec \"$0\" \"$1\"", mcp_venv_python(), fixture()],
+        "env": {"FAKE_PID_FILE": pid_file}});
+    let mut s = configured(json!([slow]));
+    let m = model(vec![RouterReply::tool("mcp__fake__pid", json!({}))]);
+    let id = start(&mut s, turn(&m, w.path(), json!({})));
+    assert_eq!(
+        s.ok("agent.chat.cancel", json!({"streamId": id})),
+        json!(null)
+    );
+    let r = finish(&mut s, &id, Vec::new());
+    assert_eq!(r.done["status"], "cancelled", "{}", r.done);
+    assert!(
+        m.requests().is_empty(),
+        "the cancelled turn reached the model"
+    );
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            let l = s.ok("mcp.list", json!({}));
+            server(&l, "fake")["state"] == "running"
+        }),
+        "the start did not finish: {}",
+        s.ok("mcp.list", json!({}))
+    );
+    let (_, a) = call_once(&mut s, w.path(), "mcp__fake__pid");
+    assert_eq!(a["success"], true, "{a}");
+    assert_eq!(a["data"]["text"], read_pid(&pid_file).to_string());
+}
