@@ -30,6 +30,10 @@ pub struct Cli {
     #[arg(long)]
     pub dump_config: bool,
 
+    /// Leave web_fetch and web_search out (the config key `web_tools: false`).
+    #[arg(long)]
+    pub no_web_tools: bool,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }

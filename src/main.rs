@@ -55,6 +55,9 @@ fn real_main(cli: Cli) -> i32 {
     if let Some(level) = cli.log_level {
         inputs.cli.insert("log_level".into(), json!(level.as_str()));
     }
+    if cli.no_web_tools {
+        inputs.cli.insert("web_tools".into(), json!(false));
+    }
     if let Some(path) = &cli.storage_path {
         inputs
             .cli

@@ -59,6 +59,14 @@ pub fn builtin_tools(config: &Config, shared: &SharedConfig) -> Builtins {
     if let Err(e) = router.register(crate::tools::router::Registration::new(Arc::new(bash))) {
         tracing::error!("cannot register bash: {e}");
     }
+    // web_fetch / web_search: a bad web setting leaves them out (logged), never stops boot.
+    let merged = config.merged();
+    crate::tools::web::register(&router, &|k: &str| {
+        merged
+            .get(k)
+            .map(|r| r.value.clone())
+            .unwrap_or(serde_json::Value::Null)
+    });
     Builtins {
         router,
         fs_env,

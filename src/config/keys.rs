@@ -19,6 +19,10 @@ pub enum Kind {
     Bool,
     /// `mcp_servers`: a list of MCP server entries (`crate::mcp::entry`). Env: JSON.
     McpServers,
+    /// A web tools setting, taken as given: `tools::web::config` checks it and a bad value
+    /// turns the web pair off instead of stopping boot (the spec's rule for this optional
+    /// feature). The text says what is expected.
+    Web(&'static str),
 }
 
 impl Kind {
@@ -31,6 +35,7 @@ impl Kind {
             Kind::PathList => "a list of non-empty strings (paths)".to_string(),
             Kind::Bool => "true or false".to_string(),
             Kind::McpServers => "a list of MCP server entries: {name?, command, args?, env?, cwd?} or {name, url, headers?}".to_string(),
+            Kind::Web(what) => what.to_string(),
         }
     }
 
@@ -48,6 +53,7 @@ impl Kind {
                 .is_some_and(|a| a.iter().all(|x| x.as_str().is_some_and(|s| !s.is_empty()))),
             Kind::Bool => v.is_boolean(),
             Kind::McpServers => crate::mcp::entry::parse_configured(v).is_ok(),
+            Kind::Web(_) => true,
         }
     }
 
@@ -90,6 +96,7 @@ impl Kind {
             Kind::McpServers => {
                 serde_json::from_str(t).unwrap_or_else(|_| Value::String(s.to_string()))
             }
+            Kind::Web(_) => Value::String(s.to_string()),
             Kind::Bool => match t.to_ascii_lowercase().as_str() {
                 "1" | "true" | "yes" | "on" => Value::Bool(true),
                 "0" | "false" | "no" | "off" => Value::Bool(false),
@@ -355,6 +362,90 @@ pub static KEYS: &[KeySpec] = &[
         },
         default: || json!(300_000),
         doc: "how long a pre-started process for the next bash command or plugin call waits before it is let go (it takes the spawn and cgroup cost off the call); 0 starts every command cold",
+    },
+    KeySpec {
+        name: "web_tools",
+        kind: Kind::Bool,
+        default: || json!(true),
+        doc: "register web_fetch (and web_search when a backend is configured); false removes both",
+    },
+    KeySpec {
+        name: "web_fetch_timeout_ms",
+        kind: Kind::Web("an integer from 1 to 600000"),
+        default: || json!(30_000),
+        doc: "web_fetch: the whole fetch, redirects included",
+    },
+    KeySpec {
+        name: "web_fetch_max_bytes",
+        kind: Kind::Web("an integer from 1 to 100000000"),
+        default: || json!(1_000_000),
+        doc: "web_fetch: bytes of a body read; past it reading stops and the result says truncated",
+    },
+    KeySpec {
+        name: "web_fetch_max_redirects",
+        kind: Kind::Web("an integer from 0 to 20"),
+        default: || json!(5),
+        doc: "web_fetch: same-origin redirects followed",
+    },
+    KeySpec {
+        name: "web_search_timeout_ms",
+        kind: Kind::Web("an integer from 1 to 600000"),
+        default: || json!(30_000),
+        doc: "web_search: one search",
+    },
+    KeySpec {
+        name: "web_search_max_results",
+        kind: Kind::Web("an integer from 1 to 20"),
+        default: || json!(8),
+        doc: "web_search: results returned at most (and the default)",
+    },
+    KeySpec {
+        name: "web_session_search_cap",
+        kind: Kind::Web("an integer from 0 to 1000000"),
+        default: || json!(200),
+        doc: "web_search calls per sidecar process; 0 = no cap",
+    },
+    KeySpec {
+        name: "web_session_fetch_cap",
+        kind: Kind::Web("an integer from 0 to 1000000"),
+        default: || json!(0),
+        doc: "web_fetch calls per sidecar process; 0 = no cap",
+    },
+    KeySpec {
+        name: "web_allowed_domains",
+        kind: Kind::Web("a list of host names (env: comma-separated, or a JSON list)"),
+        default: || json!([]),
+        doc: "hosts (each with its subdomains) web_fetch may reach and web_search may return; empty = every public host",
+    },
+    KeySpec {
+        name: "web_blocked_domains",
+        kind: Kind::Web("a list of host names (env: comma-separated, or a JSON list)"),
+        default: || json!([]),
+        doc: "hosts (each with its subdomains) web_fetch refuses and web_search drops; wins over web_allowed_domains",
+    },
+    KeySpec {
+        name: "web_private_hosts",
+        kind: Kind::Web("a list of host names, addresses or CIDRs"),
+        default: || json!([]),
+        doc: "hosts or networks exempt from web_fetch's public-address rule (intranet docs servers)",
+    },
+    KeySpec {
+        name: "web_dns_overrides",
+        kind: Kind::Web("an object {\"host\": [\"ip\", …]}"),
+        default: || json!({}),
+        doc: "answers used instead of DNS for the listed names (still checked); a list of lists is taken in turn, one set per lookup",
+    },
+    KeySpec {
+        name: "web_search_provider",
+        kind: Kind::Web("tavily, ddg, host, or null"),
+        default: || Value::Null,
+        doc: "web_search backend: tavily (needs OUTRIGGER_WEB_SEARCH_API_KEY or TAVILY_API_KEY; the default when a key is set), ddg (DuckDuckGo lite) or host (the host runs it over tool.invoke); unset without a key: no web_search",
+    },
+    KeySpec {
+        name: "web_search_base_url",
+        kind: Kind::Web("an http(s) URL, or null"),
+        default: || Value::Null,
+        doc: "the search backend's base URL (default: Tavily's or DuckDuckGo's)",
     },
     KeySpec {
         name: "mcp_servers",

@@ -29,7 +29,7 @@ use crate::protocol::VERSION;
 use crate::tools::router::Entry;
 use crate::tools::{Router, ToolContext, ToolMode, ToolResult};
 
-/// The tools served, in this order, when registered (`web_fetch` is not built yet).
+/// The tools served, in this order, when registered (`web_fetch` unless the web tools are off).
 pub const EXPOSED: &[&str] = &[
     "read_file",
     "write_file",

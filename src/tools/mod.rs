@@ -12,6 +12,7 @@ pub mod search;
 pub mod skills;
 pub mod todo;
 pub mod tool_search;
+pub mod web;
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -43,4 +43,5 @@ mod tools_rpc;
 mod traces;
 mod transport;
 mod warm_spawn;
+mod web_tools;
 mod workspace_safety;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::common::{self, base_command, pids_with_arg, run_once, wait_until};
 use crate::support::mcp_deps::mcp_venv_python;
 
-const EXPOSED: [&str; 8] = [
+const EXPOSED: [&str; 9] = [
     "read_file",
     "write_file",
     "edit_file",
@@ -21,6 +21,7 @@ const EXPOSED: [&str; 8] = [
     "glob",
     "grep",
     "bash",
+    "web_fetch",
 ];
 
 /// Runs the SDK client script on `steps` against `outrigger mcp --root ROOT` and returns its
@@ -143,7 +144,7 @@ fn the_python_sdk_lists_reads_edits_with_cas_and_runs_bash_sandboxed() {
     let r = out["results"].as_array().unwrap();
     assert_eq!(r.len(), 11, "{out}");
 
-    // tools/list: exactly our eight, with schemas and mode annotations.
+    // tools/list: exactly our nine, with schemas and mode annotations.
     let tools = r[0]["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, EXPOSED, "{}", r[0]);
@@ -226,7 +227,7 @@ fn the_python_sdk_lists_reads_edits_with_cas_and_runs_bash_sandboxed() {
         "made\n"
     );
 
-    // Only the eight are served.
+    // Only the nine are served.
     for i in [9, 10] {
         let p = &r[i]["protocolError"];
         assert_eq!(p["code"], -32602, "{}", r[i]);
@@ -327,7 +328,7 @@ fn stdout_carries_only_json_rpc_and_stdin_eof_stops_a_running_bash() {
     let list = response(2, &mut seen);
     assert_eq!(
         list["result"]["tools"].as_array().unwrap().len(),
-        8,
+        9,
         "{list}"
     );
     send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
