@@ -9,6 +9,7 @@ use reqwest::Url;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, LOCATION, USER_AGENT};
 use serde_json::{Map, Value, json};
 
+use super::LazyClient;
 use super::config::WebConfig;
 use super::policy::{self, Refusal};
 use super::resolve::{Pinned, Resolver, refusal_in};
@@ -20,7 +21,7 @@ pub const NAME: &str = "web_fetch";
 pub struct WebFetch {
     cfg: Arc<WebConfig>,
     resolver: Arc<Resolver>,
-    client: reqwest::Client,
+    client: LazyClient,
     fetches: AtomicU64,
 }
 
@@ -98,23 +99,23 @@ fn refused(r: Refusal) -> ToolResult {
 impl WebFetch {
     pub fn new(cfg: Arc<WebConfig>) -> Result<WebFetch, String> {
         let resolver = cfg.resolver.clone();
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut b = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(cfg.fetch_timeout);
-        b = match &cfg.proxy {
-            // Confined: the proxy connects (and resolves); our pre-check still runs per hop.
-            Some(p) => {
-                b.proxy(reqwest::Proxy::all(p).map_err(|e| format!("the egress proxy {p}: {e}"))?)
-            }
-            // Otherwise no proxy from the environment may bypass the pinned resolver.
-            None => b
-                .no_proxy()
-                .dns_resolver(Arc::new(Pinned(resolver.clone()))),
-        };
-        let client = b
-            .build()
-            .map_err(|e| format!("cannot build the web_fetch client: {e}"))?;
+        if let Some(p) = &cfg.proxy {
+            super::proxy_of(p)?;
+        }
+        let (timeout, proxy, pinned) = (cfg.fetch_timeout, cfg.proxy.clone(), resolver.clone());
+        let client = LazyClient::new(move || {
+            let b = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .connect_timeout(timeout);
+            let b = match &proxy {
+                // Confined: the proxy connects (and resolves); our pre-check still runs per hop.
+                Some(p) => b.proxy(super::proxy_of(p)?),
+                // Otherwise no proxy from the environment may bypass the pinned resolver.
+                None => b.no_proxy().dns_resolver(Arc::new(Pinned(pinned.clone()))),
+            };
+            b.build()
+                .map_err(|e| format!("cannot build the web_fetch client: {e}"))
+        });
         Ok(WebFetch {
             cfg,
             resolver,
@@ -153,8 +154,11 @@ impl WebFetch {
                 return refused(r);
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            let send = self
-                .client
+            let client = match self.client.get() {
+                Ok(c) => c,
+                Err(e) => return failure("network", e),
+            };
+            let send = client
                 .get(url.clone())
                 .header(USER_AGENT, concat!("outrigger/", env!("CARGO_PKG_VERSION")))
                 .header(

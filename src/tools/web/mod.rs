@@ -10,7 +10,7 @@ pub mod policy;
 pub mod resolve;
 pub mod search;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
@@ -41,6 +41,41 @@ pub fn register(router: &Router, get: &dyn Fn(&str) -> Value) -> Vec<&'static st
             Vec::new()
         }
     }
+}
+
+type BuildClient = Box<dyn Fn() -> Result<reqwest::Client, String> + Send + Sync>;
+
+/// An HTTP client built on its first call: building one (TLS roots, the connector) costs
+/// milliseconds and megabytes that boot must not pay for a tool that may never run.
+pub struct LazyClient {
+    cell: OnceLock<Result<reqwest::Client, String>>,
+    build: BuildClient,
+}
+
+impl LazyClient {
+    pub fn new(
+        build: impl Fn() -> Result<reqwest::Client, String> + Send + Sync + 'static,
+    ) -> Self {
+        LazyClient {
+            cell: OnceLock::new(),
+            build: Box::new(build),
+        }
+    }
+
+    pub fn get(&self) -> Result<&reqwest::Client, String> {
+        self.cell
+            .get_or_init(|| {
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                (self.build)()
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+/// The egress proxy, parsed.
+pub fn proxy_of(p: &str) -> Result<reqwest::Proxy, String> {
+    reqwest::Proxy::all(p).map_err(|e| format!("the egress proxy {p}: {e}"))
 }
 
 fn build(

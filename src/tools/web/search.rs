@@ -10,6 +10,7 @@ use std::time::Instant;
 use reqwest::header::{AUTHORIZATION, USER_AGENT};
 use serde_json::{Map, Value, json};
 
+use super::LazyClient;
 use super::config::{Backend, WebConfig};
 use super::policy::{Domains, host_key};
 use crate::tools::router::elapsed_ms;
@@ -47,17 +48,20 @@ pub trait WebSearchProvider: Send + Sync {
 
 /// Builds the configured backend.
 pub fn provider(cfg: &WebConfig) -> Result<Option<Arc<dyn WebSearchProvider>>, String> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let with_proxy = |b: reqwest::ClientBuilder| match &cfg.proxy {
-        Some(p) => reqwest::Proxy::all(p)
-            .map(|px| b.proxy(px))
-            .map_err(|e| format!("the egress proxy {p}: {e}")),
-        None => Ok(b),
-    };
-    let build = || -> Result<reqwest::Client, String> {
-        with_proxy(reqwest::Client::builder().timeout(cfg.search_timeout))?
-            .build()
-            .map_err(|e| format!("cannot build the web_search client: {e}"))
+    if let Some(p) = &cfg.proxy {
+        super::proxy_of(p)?;
+    }
+    let (timeout, proxy) = (cfg.search_timeout, cfg.proxy.clone());
+    let client = move || {
+        let proxy = proxy.clone();
+        LazyClient::new(move || {
+            let mut b = reqwest::Client::builder().timeout(timeout);
+            if let Some(p) = &proxy {
+                b = b.proxy(super::proxy_of(p)?);
+            }
+            b.build()
+                .map_err(|e| format!("cannot build the web_search client: {e}"))
+        })
     };
     let base = |default: &str| {
         cfg.search_base_url
@@ -69,12 +73,12 @@ pub fn provider(cfg: &WebConfig) -> Result<Option<Arc<dyn WebSearchProvider>>, S
     Ok(match &cfg.backend {
         None => None,
         Some(Backend::Tavily { key }) => Some(Arc::new(Tavily {
-            client: build()?,
+            client: client(),
             base: base(TAVILY_BASE),
             key: key.clone(),
         })),
         Some(Backend::Ddg) => Some(Arc::new(Ddg {
-            client: build()?,
+            client: client(),
             base: base(DDG_BASE),
         })),
         Some(Backend::Host) => Some(Arc::new(Host {
@@ -123,7 +127,7 @@ async fn body_of(
 }
 
 struct Tavily {
-    client: reqwest::Client,
+    client: LazyClient,
     base: String,
     key: String,
 }
@@ -145,6 +149,7 @@ impl WebSearchProvider for Tavily {
             }
             let r = self
                 .client
+                .get()?
                 .post(format!("{}/search", self.base))
                 .header(AUTHORIZATION, format!("Bearer {}", self.key))
                 .json(&body)
@@ -159,7 +164,7 @@ impl WebSearchProvider for Tavily {
 }
 
 struct Ddg {
-    client: reqwest::Client,
+    client: LazyClient,
     base: String,
 }
 
@@ -175,6 +180,7 @@ impl WebSearchProvider for Ddg {
             url.query_pairs_mut().append_pair("q", q.text);
             let r = self
                 .client
+                .get()?
                 .get(url)
                 .header(USER_AGENT, concat!("outrigger/", env!("CARGO_PKG_VERSION")))
                 .send()
