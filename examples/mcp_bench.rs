@@ -6,101 +6,30 @@
 //!  target/release/examples/mcp_bench target/release/outrigger`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 #[path = "shared/mod.rs"]
 mod shared;
-use shared::median;
+use shared::{Sidecar, median};
 
 const RUNS: usize = 5;
 const CALLS: usize = 300;
 
-struct Sidecar {
-    child: Child,
-    stdin: ChildStdin,
-    out: BufReader<ChildStdout>,
-    next: u64,
-}
-
-impl Sidecar {
-    fn start(bin: &str, home: &Path, ws: &Path, servers: &Value) -> Sidecar {
-        let mut child = Command::new(bin)
-            .env("OUTRIGGER_HOME", home)
-            .env("OUTRIGGER_WORKSPACE_ROOT", ws)
-            .env("OUTRIGGER_MCP_SERVERS", servers.to_string())
-            .env("OUTRIGGER_LOG_LEVEL", "WARNING")
-            .current_dir(ws)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        assert!(line.contains("lifecycle.ready"), "{line}");
-        Sidecar {
-            child,
-            stdin,
-            out,
-            next: 1,
-        }
-    }
-
-    fn send(&mut self, method: &str, params: Value) -> u64 {
-        let id = self.next;
-        self.next += 1;
-        let frame = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        writeln!(self.stdin, "{frame}").unwrap();
-        self.stdin.flush().unwrap();
-        id
-    }
-
-    /// Reads until the frame `pick` accepts.
-    fn until(&mut self, pick: impl Fn(&Value) -> bool) -> Value {
-        loop {
-            let mut line = String::new();
-            assert!(
-                self.out.read_line(&mut line).unwrap() > 0,
-                "sidecar closed stdout"
-            );
-            let v: Value = serde_json::from_str(&line).unwrap();
-            if pick(&v) {
-                return v;
-            }
-        }
-    }
-
-    fn call(&mut self, method: &str, params: Value) -> Value {
-        let id = self.send(method, params);
-        self.until(|v| v["id"] == id)
-    }
-
-    /// A one-round scripted turn, from the request to its `stream.done`.
-    fn turn(&mut self) -> Duration {
-        let t = Instant::now();
-        self.send(
-            "agent.chat.stream",
-            json!({"provider": "scripted", "model": "m", "script": [{"text": "hi"}],
-                   "messages": [{"role": "user", "content": "hello"}]}),
-        );
-        let done = self.until(|v| v["method"] == "stream.done");
-        assert_eq!(done["params"]["ok"], true, "{done}");
-        t.elapsed()
-    }
-}
-
-impl Drop for Sidecar {
-    fn drop(&mut self) {
-        let _ = self.send("system.shutdown", json!({}));
-        let _ = self.child.wait();
-    }
+/// A one-round scripted turn, from the request to its `stream.done`.
+fn turn(s: &mut Sidecar) -> Duration {
+    let t = Instant::now();
+    s.send(
+        "agent.chat.stream",
+        json!({"provider": "scripted", "model": "m", "script": [{"text": "hi"}],
+               "messages": [{"role": "user", "content": "hello"}]}),
+    );
+    let done = s.until(|v| v["method"] == "stream.done");
+    assert_eq!(done["params"]["ok"], true, "{done}");
+    t.elapsed()
 }
 
 fn ms(d: Duration) -> f64 {
@@ -145,8 +74,13 @@ fn main() {
         let mut firsts = Vec::new();
         for _ in 0..RUNS {
             let t = Instant::now();
-            let mut s = Sidecar::start(&bin, home.path(), ws.path(), &servers);
-            s.turn();
+            let mut s = Sidecar::start(
+                &bin,
+                home.path(),
+                ws.path(),
+                &[("OUTRIGGER_MCP_SERVERS", servers.to_string())],
+            );
+            turn(&mut s);
             firsts.push(t.elapsed());
         }
         println!(
@@ -159,8 +93,13 @@ fn main() {
         let mut firsts = Vec::new();
         for _ in 0..RUNS {
             let t = Instant::now();
-            let mut s = Sidecar::start(&bin, home.path(), ws.path(), &json!([entry]));
-            s.turn();
+            let mut s = Sidecar::start(
+                &bin,
+                home.path(),
+                ws.path(),
+                &[("OUTRIGGER_MCP_SERVERS", json!([entry]).to_string())],
+            );
+            turn(&mut s);
             firsts.push(t.elapsed());
         }
         println!(
@@ -171,7 +110,12 @@ fn main() {
     }
 
     // Per call: tool.invoke of an MCP tool against a built-in one, sequentially.
-    let mut s = Sidecar::start(&bin, home.path(), ws.path(), &three);
+    let mut s = Sidecar::start(
+        &bin,
+        home.path(),
+        ws.path(),
+        &[("OUTRIGGER_MCP_SERVERS", three.to_string())],
+    );
     let r = s.call("mcp.list", json!({"start": true}));
     assert!(r["result"]["servers"][2]["state"] == "running", "{r}");
     for (label, name, args) in [

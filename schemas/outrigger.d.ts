@@ -424,6 +424,11 @@ export type ChatStreamParams = {
    */
   resume?: boolean | null;
   /**
+   * Offer `run_code` this turn (a Python program whose tool calls run in one round, in the
+   * sandbox; `docs/run-code.md`), also when the config leaves it off.
+   */
+  runCode?: boolean | null;
+  /**
    * `scripted` provider: the model's turns inline (docs/scripted-provider.md).
    */
   script?: unknown[] | null;

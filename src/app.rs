@@ -101,7 +101,11 @@ impl App {
 
     /// The Python that `run_code` will use, probed once (never before ready).
     pub async fn python_version(&self) -> Option<String> {
-        self.python.get_or_init(probe_python).await.clone()
+        let exe = self
+            .settings()
+            .run_code_python
+            .unwrap_or_else(|| "python3".into());
+        self.python.get_or_init(|| probe_python(exe)).await.clone()
     }
 
     /// The health snapshot. `python_version` is whatever is cached: the probe is never
@@ -149,9 +153,9 @@ pub fn platform() -> &'static str {
     })
 }
 
-/// Asks `python3` (or `OUTRIGGER_PYTHON`) for its version; `None` when absent or silent.
-async fn probe_python() -> Option<String> {
-    let exe = std::env::var("OUTRIGGER_PYTHON").unwrap_or_else(|_| "python3".into());
+/// Asks `exe` (`run_code_python`, default `python3`) for its version; `None` when absent or
+/// silent.
+async fn probe_python(exe: std::path::PathBuf) -> Option<String> {
     let child = tokio::process::Command::new(exe)
         .args(["-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"])
         .stdin(std::process::Stdio::null())

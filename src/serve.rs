@@ -74,6 +74,18 @@ pub fn builtin_tools(config: &Config, shared: &SharedConfig) -> Builtins {
     }
 }
 
+/// `run_code` on `router`, reading its settings from the shared config per call.
+pub fn run_code_tool(
+    shared: &SharedConfig,
+    router: &Arc<Router>,
+) -> crate::tools::run_code::RunCode {
+    let shared = shared.clone();
+    crate::tools::run_code::RunCode::new(
+        Arc::new(move || crate::tools::run_code::Settings::from_config(&shared.settings())),
+        router,
+    )
+}
+
 pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -109,6 +121,16 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
     if let Err(e) = router.register(todo) {
         tracing::error!("cannot register todo_write: {e}");
     }
+    // run_code (opt-in): dropped again after ready if the interpreter probe finds no Python.
+    let run_code_on = settings.run_code;
+    if run_code_on {
+        let reg =
+            crate::tools::router::Registration::new(Arc::new(run_code_tool(&shared, &router)));
+        if let Err(e) = router.register(reg) {
+            tracing::error!("cannot register run_code: {e}");
+        }
+    }
+    let shared_router = router.clone();
     // Plugins load before ready: a broken one must stop boot, not vanish silently.
     let plugins = PluginRegistry::new(router, settings.plugin_max_output_bytes);
     if let Err(e) = plugins.load_configured(config.home()) {
@@ -182,7 +204,13 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
         let warm = app.clone();
         tokio::spawn(async move {
             tokio::time::sleep(WARMUP_DELAY).await;
-            tokio::join!(warm.python_version(), sandbox.caps());
+            let (python, _) = tokio::join!(warm.python_version(), sandbox.caps());
+            if run_code_on && python.is_none() {
+                shared_router.unregister(crate::tools::run_code::NAME);
+                tracing::error!(
+                    "run_code is off: no Python 3 interpreter answered (run_code_python / OUTRIGGER_RUN_CODE_PYTHON names one; default python3 on PATH)"
+                );
+            }
         });
         tokio::spawn(async {
             tokio::time::sleep(WARMUP_DELAY).await;

@@ -2,7 +2,12 @@
 //! crate, and a file directly in `examples/` would be taken for one more example).
 #![allow(dead_code)] // each program uses its own subset
 
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
+
+use serde_json::{Value, json};
 
 /// `VmRSS` of `pid` in KiB, from `/proc/<pid>/status` (0 when unreadable).
 pub fn vm_rss_kib(pid: u32) -> u64 {
@@ -69,4 +74,76 @@ pub fn sse_response(sse: &str) -> Vec<u8> {
     .into_bytes();
     resp.extend_from_slice(sse.as_bytes());
     resp
+}
+
+/// A sidecar driven over its pipes by a measuring program.
+pub struct Sidecar {
+    child: Child,
+    stdin: ChildStdin,
+    out: BufReader<ChildStdout>,
+    next: u64,
+}
+
+impl Sidecar {
+    /// Starts `bin` with its home, workspace and `env`, and reads its ready line.
+    pub fn start(bin: &str, home: &Path, ws: &Path, env: &[(&str, String)]) -> Sidecar {
+        let mut child = Command::new(bin)
+            .env("OUTRIGGER_HOME", home)
+            .env("OUTRIGGER_WORKSPACE_ROOT", ws)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env("OUTRIGGER_LOG_LEVEL", "WARNING")
+            .current_dir(ws)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert!(line.contains("lifecycle.ready"), "{line}");
+        Sidecar {
+            child,
+            stdin,
+            out,
+            next: 1,
+        }
+    }
+
+    pub fn send(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        let frame = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(self.stdin, "{frame}").unwrap();
+        self.stdin.flush().unwrap();
+        id
+    }
+
+    /// Reads until the frame `pick` accepts.
+    pub fn until(&mut self, pick: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let mut line = String::new();
+            assert!(
+                self.out.read_line(&mut line).unwrap() > 0,
+                "sidecar closed stdout"
+            );
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if pick(&v) {
+                return v;
+            }
+        }
+    }
+
+    pub fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params);
+        self.until(|v| v["id"] == id)
+    }
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        let _ = self.send("system.shutdown", json!({}));
+        let _ = self.child.wait();
+    }
 }

@@ -164,6 +164,7 @@ pub(super) fn child_params(
         orchestration: None,
         // A child runs on its parent's router (MCP tools included) and starts no servers.
         mcp: Vec::new(),
+        run_code: false,
         router: p.router.clone(),
     }
 }

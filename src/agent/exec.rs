@@ -354,6 +354,7 @@ impl Turn {
             exec_sandbox: self.p.exec_sandbox.clone(),
             host: Some(host.clone()),
             host_context: host_context.clone(),
+            approval_gate: self.approval.mode == super::approval::Mode::Host,
         };
         let chat = self.p.chat_id.clone();
         let stream = self.emit.stream_id.clone();

@@ -88,6 +88,7 @@ struct Raw {
     tool_context: Option<Value>,
     approval: Option<Value>,
     ask_user: Option<bool>,
+    run_code: Option<bool>,
     // agent.chat.fork sources
     until_seq: Option<i64>,
     trace_id: Option<String>,
@@ -159,6 +160,8 @@ pub struct ChatParams {
     pub tool_filter: Option<Arc<[String]>>,
     /// `orchestration: {enabled: true, …}`: the six `agent_*` tools.
     pub orchestration: Option<Arc<super::orchestrate::Orchestration>>,
+    /// `runCode: true`: `run_code` is offered this turn even when the config leaves it off.
+    pub run_code: bool,
     /// `mcp`: stdio MCP servers started for this turn (not under `toolsViaHost`).
     pub mcp: Vec<crate::mcp::entry::ServerEntry>,
     /// The turn's own router once its MCP servers are mounted (sub-agents inherit it);
@@ -599,6 +602,7 @@ fn checked(
         tool_context,
         approval,
         ask_user: raw.ask_user.unwrap_or(false),
+        run_code: raw.run_code.unwrap_or(false),
         subagent,
         tool_filter: None,
         orchestration,

@@ -300,6 +300,7 @@ impl Turn {
         for f in self.agent.mcp.ensure_started(&cancel).await {
             self.mcp_failed(&f);
         }
+        self.mount_run_code();
         if self.p.mcp.is_empty() {
             return;
         }
@@ -324,6 +325,25 @@ impl Turn {
         self.notice("mcp_mounted", n);
         self.p.router = Some(mount.router.clone());
         self.mcp = Some(mount);
+    }
+
+    /// `runCode: true` on a sidecar whose config leaves `run_code` off: the turn's own router
+    /// gets it.
+    fn mount_run_code(&mut self) {
+        use crate::tools::run_code;
+        if !self.p.run_code || self.router().get(run_code::NAME).is_some() {
+            return;
+        }
+        let router = self.router().fork();
+        let shared = self.agent.config.clone();
+        let tool = run_code::RunCode::new(
+            Arc::new(move || run_code::Settings::from_config(&shared.settings())),
+            &router,
+        );
+        match router.register(crate::tools::router::Registration::new(Arc::new(tool))) {
+            Ok(()) => self.p.router = Some(router),
+            Err(e) => tracing::warn!("runCode: {e}"),
+        }
     }
 
     fn mcp_failed(&self, f: &crate::mcp::mount::Failure) {

@@ -364,6 +364,27 @@ pub static KEYS: &[KeySpec] = &[
         doc: "how long a pre-started process for the next bash command or plugin call waits before it is let go (it takes the spawn and cgroup cost off the call); 0 starts every command cold",
     },
     KeySpec {
+        name: "run_code",
+        kind: Kind::Bool,
+        default: || json!(false),
+        doc: "register run_code (a Python program whose tool calls run in one round, in the sandbox); a turn can also ask for it with runCode: true",
+    },
+    KeySpec {
+        name: "run_code_python",
+        kind: Kind::OptPath,
+        default: || Value::Null,
+        doc: "the Python 3 interpreter run_code programs run with (default: python3 on PATH)",
+    },
+    KeySpec {
+        name: "run_code_timeout_ms",
+        kind: Kind::Int {
+            min: 1000,
+            max: 600_000,
+        },
+        default: || json!(60_000),
+        doc: "how long one run_code program may run; past it the program and everything it started are killed",
+    },
+    KeySpec {
         name: "web_tools",
         kind: Kind::Bool,
         default: || json!(true),

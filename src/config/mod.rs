@@ -412,6 +412,9 @@ impl Config {
                 .and_then(|n| u32::try_from(n).ok())
                 .unwrap_or(256),
             sandbox_warm_idle_ms: get("sandbox_warm_idle_ms").as_u64().unwrap_or(300_000),
+            run_code: get("run_code").as_bool().unwrap_or(false),
+            run_code_python: get("run_code_python").as_str().map(PathBuf::from),
+            run_code_timeout_ms: get("run_code_timeout_ms").as_u64().unwrap_or(60_000),
             mcp_servers: crate::mcp::entry::parse_configured(&get("mcp_servers"))
                 .unwrap_or_default(),
             mcp_startup_timeout_ms: get("mcp_startup_timeout_ms").as_u64().unwrap_or(30_000),
@@ -519,6 +522,9 @@ pub struct Settings {
     pub sandbox_max_processes: u32,
     /// `sandbox_warm_idle_ms`: 0 = no warm spare.
     pub sandbox_warm_idle_ms: u64,
+    pub run_code: bool,
+    pub run_code_python: Option<PathBuf>,
+    pub run_code_timeout_ms: u64,
     /// `mcp_servers`, parsed (the config check already refused a malformed list).
     pub mcp_servers: Vec<crate::mcp::entry::ServerEntry>,
     pub mcp_startup_timeout_ms: u64,

@@ -346,6 +346,10 @@ pub struct ChatStreamParams {
     /// Offer `ask_user` (answered over `ask_user.request`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ask_user: Option<bool>,
+    /// Offer `run_code` this turn (a Python program whose tool calls run in one round, in the
+    /// sandbox; `docs/run-code.md`), also when the config leaves it off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_code: Option<bool>,
     /// `agent.chat.fork`: cut the source record after this seq.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until_seq: Option<i64>,

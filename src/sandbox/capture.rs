@@ -79,6 +79,9 @@ impl Capture {
     }
 }
 
+/// Reads of what is already buffered once a reader is told to stop.
+const FINAL_READS: usize = 64;
+
 /// One pipe being read on its own task.
 pub struct Reader {
     task: Option<JoinHandle<Capture>>,
@@ -133,7 +136,18 @@ async fn read_capped<R: AsyncRead + Unpin>(
         tokio::select! {
             // Stop first, so a stream that never pauses cannot starve it.
             biased;
-            _ = stop.cancelled() => break,
+            _ = stop.cancelled() => {
+                // What is already in the pipe was written before the stop: keep it (a loaded
+                // machine can leave the reader behind the writer's exit).
+                // Bounded: a writer still running cannot keep us here.
+                for _ in 0..FINAL_READS {
+                    match futures_util::FutureExt::now_or_never(r.read(&mut buf)) {
+                        Some(Ok(n)) if n > 0 => cap.push(&buf[..n]),
+                        _ => break,
+                    }
+                }
+                break;
+            }
             res = r.read(&mut buf) => match res {
                 Ok(0) | Err(_) => break,
                 Ok(n) => cap.push(&buf[..n]),

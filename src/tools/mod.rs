@@ -7,6 +7,7 @@ pub mod fs;
 pub mod mode;
 pub mod plugins;
 pub mod router;
+pub mod run_code;
 pub mod schema;
 pub mod search;
 pub mod skills;
@@ -81,6 +82,9 @@ pub struct ToolContext {
     /// Where the call comes from (`chatId`, `streamId`, `recordId`, `round`), passed on to
     /// the host with requests made on the call's behalf.
     pub host_context: Map<String, Value>,
+    /// The turn asks the host before `local` and `destructive` calls (`approval: host`): a
+    /// tool making calls on this call's behalf (`run_code`) must not make such calls unasked.
+    pub approval_gate: bool,
 }
 
 impl ToolContext {
@@ -94,6 +98,7 @@ impl ToolContext {
             exec_sandbox: None,
             host: None,
             host_context: Map::new(),
+            approval_gate: false,
         }
     }
 }

@@ -30,6 +30,7 @@ mod orchestration;
 mod params_strict;
 mod plugins_rpc;
 mod processes;
+mod run_code;
 mod sandbox;
 mod sandbox_git;
 mod sandbox_secrets;

@@ -82,7 +82,10 @@ fn ping_reports_health() {
 #[test]
 fn ping_python_version_null_without_python() {
     let mut s = Sidecar::start_with(Opts {
-        env: vec![("OUTRIGGER_PYTHON".into(), "/nonexistent/python3".into())],
+        env: vec![(
+            "OUTRIGGER_RUN_CODE_PYTHON".into(),
+            "/nonexistent/python3".into(),
+        )],
         ..Default::default()
     });
     let h = s.ok("system.ping", Value::Null);
