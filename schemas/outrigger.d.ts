@@ -1809,6 +1809,10 @@ export type ToolCallChunk = {
   arguments: unknown;
   id: string;
   name: string;
+  /**
+   * Set on a call a `run_code` program made: the `run_code` call's id.
+   */
+  parent_id?: string | null;
 };
 
 /**
@@ -1936,6 +1940,10 @@ export type ToolResultChunk = {
   error?: string | null;
   id: string;
   name: string;
+  /**
+   * Set on the result of a call a `run_code` program made: the `run_code` call's id.
+   */
+  parentId?: string | null;
   /**
    * The tool message's JSON, at most 300 characters plus `…`.
    */

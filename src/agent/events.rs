@@ -22,10 +22,12 @@ pub enum Event<'a> {
         stream_id: &'a str,
         chunk: &'a RawChunk,
     },
-    /// A call the model made, once it is in the durable record.
+    /// A call the model made, once it is in the durable record; or, with `parent`, a call a
+    /// `run_code` program made (`parent` is the run_code call's id).
     ToolCall {
         stream_id: &'a str,
         call: &'a ToolCall,
+        parent: Option<&'a str>,
     },
     /// `{id, name, success, durationMs?, error?, resultPreview, sandbox?}`.
     ToolResult {

@@ -12,7 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::compaction::{self as cx, pick};
 use super::delegate;
-use super::host_tools::{self, HostTool};
+use super::host_tools::{self, HostTool, HostTools};
+use super::notices::Emitter;
 use super::notices::{PREVIEW_CHARS, preview};
 use super::orchestrate;
 use super::params::LOCAL_TOOLS;
@@ -23,7 +24,7 @@ use crate::llm::{Message, Role, ToolCall};
 use crate::protocol::host::{AskUserRequest, ToolInvokeRequest};
 use crate::store::ItemKind;
 use crate::tools::router::{args_object, elapsed_ms};
-use crate::tools::{ToolContext, ToolMode, ToolResult, ask_user, todo};
+use crate::tools::{ToolContext, ToolMode, ToolResult, ask_user, run_code, todo};
 
 impl Turn {
     /// Closes calls that will not run with a failed tool message each (no dangling calls).
@@ -148,6 +149,9 @@ impl Turn {
         if name == ask_user::NAME && self.p.ask_user {
             return Route::AskUser;
         }
+        if name == run_code::NAME && self.router().get(run_code::NAME).is_some() {
+            return Route::RunCode;
+        }
         match &self.p.host_tools {
             Some(h) if !LOCAL_TOOLS.contains(&name) => match h.get(name) {
                 Some(t) => Route::Host(t.clone()),
@@ -160,7 +164,7 @@ impl Turn {
     /// The call's mode, when the tool is known.
     pub(super) fn mode_of(&self, name: &str) -> Option<ToolMode> {
         match self.route(name) {
-            Route::Local => self.router().get(name).map(|e| e.mode),
+            Route::Local | Route::RunCode => self.router().get(name).map(|e| e.mode),
             Route::Host(t) => Some(t.mode),
             Route::UnknownHost
             | Route::AskUser
@@ -187,6 +191,7 @@ impl Turn {
                 .as_ref()
                 .is_some_and(|s| s.concurrent(&c.arguments)),
             Route::Orchestrate(_) => c.name == orchestrate::LIST,
+            Route::RunCode => false,
         }
     }
 
@@ -345,6 +350,17 @@ impl Turn {
             Route::Orchestrate(o) => Some(self.orchestration_env(o, &c.id)),
             _ => None,
         };
+        let nested = matches!(route, Route::RunCode).then(|| NestedEnv {
+            router: router.clone(),
+            host: host.clone(),
+            host_tools: self.p.host_tools.clone(),
+            emit: self.emit.clone(),
+            parent: c.id.clone(),
+            timeout,
+            n: 0,
+            settings: run_code::Settings::from_config(&self.agent.config.settings()),
+            ctx: None,
+        });
         let ctx = ToolContext {
             workspace_root: self.p.cwd.clone(),
             cancel: phase.child_token(),
@@ -427,6 +443,18 @@ impl Turn {
                         timeout + TOOL_STOP_GRACE,
                     )
                 }
+                Route::RunCode => match nested {
+                    Some(mut env) => (
+                        Box::pin(async move {
+                            let settings = env.settings.clone();
+                            let nested_ctx = ctx.clone();
+                            env.ctx = Some(nested_ctx);
+                            run_code::run(&settings, &ctx, &args_map(args), &mut env).await
+                        }),
+                        timeout + TOOL_STOP_GRACE,
+                    ),
+                    None => return ToolResult::default(),
+                },
                 Route::AskUser => {
                     let stop = stop.clone();
                     (
@@ -569,6 +597,112 @@ async fn guarded(
 }
 
 /// Sends one call to the host (`tool.invoke`) and reads its answer.
+fn args_map(args: Value) -> Map<String, Value> {
+    match args {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// Where a `run_code` program's nested calls go: the turn's host tools under `toolsViaHost`,
+/// else the turn's router; each shows on the stream as `toolCall`/`toolResult` with
+/// `parentId` (the run_code call's id).
+struct NestedEnv {
+    router: Arc<crate::tools::Router>,
+    host: Arc<dyn HostLink>,
+    host_tools: Option<HostTools>,
+    emit: Emitter,
+    parent: String,
+    timeout: Duration,
+    n: u32,
+    settings: run_code::Settings,
+    ctx: Option<ToolContext>,
+}
+
+impl run_code::Nested for NestedEnv {
+    fn call<'a>(
+        &'a mut self,
+        name: &'a str,
+        args: Map<String, Value>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ToolResult> + Send + 'a>> {
+        Box::pin(async move {
+            self.n += 1;
+            let id = format!("{}.{}", self.parent, self.n);
+            let Some(mut ctx) = self.ctx.clone() else {
+                return ToolResult::recoverable("run_code: no call context");
+            };
+            ctx.call_id = id.clone();
+            let call = ToolCall {
+                id: id.clone(),
+                name: name.to_string(),
+                arguments: Value::Object(args.clone()),
+                arguments_error: None,
+                extra_content: None,
+            };
+            self.emit.nested_tool_call(&call, &self.parent);
+            let started = std::time::Instant::now();
+            let host_tool = match &self.host_tools {
+                Some(h) if !LOCAL_TOOLS.contains(&name) => Some(h.get(name).cloned()),
+                _ => None,
+            };
+            let mut r = match host_tool {
+                Some(Some(tool))
+                    if ctx.approval_gate
+                        && super::approval::needs_approval(tool.mode) =>
+                {
+                    ToolResult::recoverable(format!(
+                        "{name} needs the host's approval in this turn (approval: host), which a call from inside run_code cannot ask for; call {name} directly"
+                    ))
+                    .with_data("code", "approval_required")
+                }
+                Some(Some(tool)) => {
+                    invoke_host(
+                        self.host.clone(),
+                        tool,
+                        id.clone(),
+                        name.to_string(),
+                        Value::Object(args),
+                        ctx.host_context.clone(),
+                        self.timeout,
+                        ctx.cancel.clone(),
+                    )
+                    .await
+                }
+                Some(None) => ToolResult::recoverable(format!(
+                    "Unknown tool: {name}; the host offers no such tool"
+                )),
+                None => run_code::dispatch_local(&self.router, name, args, ctx).await,
+            };
+            if r.data
+                .as_ref()
+                .is_none_or(|d| !d.contains_key("durationMs"))
+            {
+                r = r.with_data("durationMs", elapsed_ms(started));
+            }
+            let mut chunk = Map::new();
+            chunk.insert("id".into(), json!(id));
+            chunk.insert("name".into(), json!(name));
+            chunk.insert("success".into(), json!(r.success));
+            if let Some(d) = r.data.as_ref().and_then(|d| d.get("durationMs")) {
+                chunk.insert("durationMs".into(), d.clone());
+            }
+            if let Some(e) = &r.error {
+                chunk.insert("error".into(), json!(e));
+            }
+            chunk.insert(
+                "resultPreview".into(),
+                json!(preview(&r.model_text(), PREVIEW_CHARS)),
+            );
+            if let Some(s) = r.data.as_ref().and_then(|d| d.get("_sandbox")) {
+                chunk.insert("sandbox".into(), s.clone());
+            }
+            chunk.insert("parentId".into(), json!(self.parent));
+            self.emit.tool_result(Value::Object(chunk));
+            r
+        })
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn invoke_host(
     host: Arc<dyn HostLink>,
@@ -661,6 +795,8 @@ enum Route {
     NotDelegated,
     /// One of the six `agent_*` tools.
     Orchestrate(Arc<orchestrate::Orchestration>),
+    /// `run_code`: the program's nested calls go where the turn's would.
+    RunCode,
 }
 
 /// What happens to one call of a batch once approvals are in.

@@ -61,6 +61,16 @@ impl Emitter {
         self.sink.emit(Event::ToolCall {
             stream_id: &self.stream_id,
             call,
+            parent: None,
+        });
+    }
+
+    /// A call made inside the call `parent` (a `run_code` program's nested call).
+    pub fn nested_tool_call(&self, call: &ToolCall, parent: &str) {
+        self.sink.emit(Event::ToolCall {
+            stream_id: &self.stream_id,
+            call,
+            parent: Some(parent),
         });
     }
 

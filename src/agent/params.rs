@@ -187,6 +187,7 @@ pub const LOCAL_TOOLS: &[&str] = &[
     super::orchestrate::CLOSE,
     super::orchestrate::LIST,
     super::orchestrate::INTERRUPT,
+    crate::tools::run_code::NAME,
 ];
 
 fn parse_approval(v: Option<&Value>) -> Result<ApprovalRequest, String> {

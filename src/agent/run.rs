@@ -287,6 +287,9 @@ impl Turn {
     /// parallel); a server that fails is a notice and the turn goes on without it. Under
     /// `toolsViaHost` the host owns the tools and nothing is mounted.
     async fn mount_mcp(&mut self) {
+        // run_code is the sidecar's own, also under toolsViaHost (its nested calls go to the
+        // host's tools there).
+        self.mount_run_code();
         if self.p.host_tools.is_some() {
             if !self.p.mcp.is_empty() {
                 tracing::info!(
@@ -300,7 +303,6 @@ impl Turn {
         for f in self.agent.mcp.ensure_started(&cancel).await {
             self.mcp_failed(&f);
         }
-        self.mount_run_code();
         if self.p.mcp.is_empty() {
             return;
         }
@@ -624,6 +626,11 @@ impl Turn {
             Some(h) => {
                 let mut v: Vec<Value> = h.tools.iter().map(|t| t.descriptor()).collect();
                 v.extend(self.router().get(todo::NAME).map(|e| describe(&e)));
+                v.extend(
+                    self.router()
+                        .get(crate::tools::run_code::NAME)
+                        .map(|e| describe(&e)),
+                );
                 v
             }
             None => self

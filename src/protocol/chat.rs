@@ -151,6 +151,9 @@ pub struct ToolCallChunk {
     pub id: String,
     pub name: String,
     pub arguments: Value,
+    /// Set on a call a `run_code` program made: the `run_code` call's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
 }
 
 /// `{backend, enforcement}` of a sandboxed tool's run.
@@ -176,6 +179,9 @@ pub struct ToolResultChunk {
     pub result_preview: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxMarker>,
+    /// Set on the result of a call a `run_code` program made: the `run_code` call's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
 }
 
 /// A loop notice: `round_end`, `steer`, `hook_action`, `budget_exhausted`, `soft_timeout`,

@@ -41,10 +41,13 @@ struct Chunk<'a> {
 }
 
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct ToolCallChunk<'a> {
     id: &'a str,
     name: &'a str,
     arguments: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent_id: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -94,11 +97,16 @@ impl EventSink for FrameSink {
                     raw_chunk: chunk,
                 },
             ),
-            Event::ToolCall { stream_id, call } => self.chunk(Chunk {
+            Event::ToolCall {
+                stream_id,
+                call,
+                parent,
+            } => self.chunk(Chunk {
                 tool_call: Some(ToolCallChunk {
                     id: &call.id,
                     name: &call.name,
                     arguments: &call.arguments,
+                    parent_id: parent,
                 }),
                 ..empty(stream_id)
             }),

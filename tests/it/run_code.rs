@@ -676,10 +676,28 @@ fn a_model_turn_uses_run_code_only_when_asked() {
     );
     let r = chat_helpers::run(&mut s, p);
     assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    // The nested read_file shows on the stream inside the run_code call (parentId).
+    let calls = r.with("toolCall");
+    assert_eq!(calls.len(), 2, "{:?}", r.frames);
+    assert_eq!(calls[0]["id"], "rc1");
+    assert!(calls[0].get("parentId").is_none(), "{}", calls[0]);
+    assert_eq!(calls[1]["name"], "read_file");
+    assert_eq!(calls[1]["parentId"], "rc1", "{}", calls[1]);
+    assert_eq!(calls[1]["arguments"], json!({"path": "notes.txt"}));
     let res = r.with("toolResult");
-    assert_eq!(res.len(), 1, "{:?}", r.frames);
-    assert_eq!(res[0]["id"], "rc1");
+    assert_eq!(res.len(), 2, "{:?}", r.frames);
+    assert_eq!(res[0]["name"], "read_file");
+    assert_eq!(res[0]["parentId"], "rc1", "{}", res[0]);
+    assert_eq!(res[0]["id"], calls[1]["id"]);
     assert_eq!(res[0]["success"], true, "{}", res[0]);
+    assert!(
+        res[0]["resultPreview"].as_str().unwrap().contains("alpha"),
+        "{}",
+        res[0]
+    );
+    assert_eq!(res[1]["id"], "rc1");
+    assert!(res[1].get("parentId").is_none(), "{}", res[1]);
+    assert_eq!(res[1]["success"], true, "{}", res[1]);
     let body = tool_body(&messages(&mut s, "rc_turn_on"), "rc1");
     assert_eq!(body["success"], true, "{body}");
     assert_eq!(
@@ -843,4 +861,90 @@ return out"#;
         .map(|c| call_result(c)["success"].clone())
         .collect();
     assert_eq!(ok, [false, false, false, true], "{tr}");
+}
+
+/// Under `toolsViaHost` run_code is the sidecar's own, and its program's calls to the host's
+/// tools go to the host as reverse `tool.invoke`, shown on the stream inside the run_code call.
+#[test]
+fn nested_calls_reach_host_tools_under_tools_via_host() {
+    use crate::support::host::{Reply, descriptor, drive};
+    let ws = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start();
+    let code = "a = tools.get_events(day=\"mon\")\nb = tools.get_events(day=\"tue\")\nreturn [a[\"data\"][\"count\"], b[\"data\"][\"count\"]]";
+    let script = json!([
+        {"toolCalls": [{"id": "rc1", "name": "run_code", "arguments": {"code": code, "description": "count"}}]},
+        {"text": "done"}
+    ]);
+    let tools = json!([descriptor(
+        "get_events",
+        json!({"day": {"type": "string"}}),
+        &["day"]
+    )]);
+    let p = merge(
+        scripted(script, "count events"),
+        json!({"cwd": ws.path(), "chatId": "rc_host", "runCode": true,
+               "toolsViaHost": true, "tools": tools}),
+    );
+    let id = chat_helpers::start(&mut s, p);
+    let (r, reqs) = drive(&mut s, &id, |req| {
+        let day = req["params"]["arguments"]["day"].as_str().unwrap_or("");
+        Reply::Result(json!({"success": true, "data": {"count": if day == "mon" { 3 } else { 5 }}}))
+    });
+    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    let invokes: Vec<&Value> = reqs
+        .iter()
+        .filter(|q| q["method"] == "tool.invoke")
+        .collect();
+    assert_eq!(invokes.len(), 2, "{reqs:?}");
+    assert_eq!(invokes[0]["params"]["name"], "get_events");
+    assert_eq!(invokes[0]["params"]["arguments"], json!({"day": "mon"}));
+    let nested_count = r
+        .with("toolResult")
+        .iter()
+        .filter(|t| t["parentId"] == "rc1")
+        .count();
+    assert_eq!(nested_count, 2, "{:?}", r.frames);
+    let body = tool_body(&messages(&mut s, "rc_host"), "rc1");
+    assert_eq!(body["success"], true, "{body}");
+    assert_eq!(body["data"]["value"], json!([3, 5]), "{body}");
+}
+
+/// Under `approval: host` the run_code call itself is approved by the host; a nested call
+/// that would need approval is refused (fail closed), a read runs.
+#[test]
+fn nested_calls_needing_approval_are_refused_under_host_approval() {
+    use crate::support::host::{Reply, drive};
+    let ws = tempfile::tempdir().unwrap();
+    write_file(ws.path(), "a.txt", "x\n");
+    let mut s = Sidecar::start();
+    let code = "r = tools.read_file(path=\"a.txt\")\ntry:\n    tools.bash(command=\"touch made.txt\")\n    return \"ran\"\nexcept ToolError as e:\n    return [r[\"success\"], str(e)]";
+    let script = json!([
+        {"toolCalls": [{"id": "rc1", "name": "run_code", "arguments": {"code": code, "description": "try"}}]},
+        {"text": "done"}
+    ]);
+    let p = merge(
+        scripted(script, "go"),
+        json!({"cwd": ws.path(), "chatId": "rc_appr", "runCode": true, "approval": {"mode": "host"}}),
+    );
+    let id = chat_helpers::start(&mut s, p);
+    let (r, reqs) = drive(&mut s, &id, |_| {
+        Reply::Result(json!({"decision": "allow_once"}))
+    });
+    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    let asked: Vec<&Value> = reqs
+        .iter()
+        .filter(|q| q["method"] == "approval.request")
+        .collect();
+    assert_eq!(asked.len(), 1, "only run_code itself is asked: {reqs:?}");
+    assert_eq!(asked[0]["params"]["toolName"], "run_code");
+    let body = tool_body(&messages(&mut s, "rc_appr"), "rc1");
+    assert_eq!(body["data"]["value"][0], true, "{body}");
+    assert!(
+        body["data"]["value"][1]
+            .as_str()
+            .unwrap()
+            .contains("approval"),
+        "{body}"
+    );
+    assert!(!ws.path().join("made.txt").exists());
 }

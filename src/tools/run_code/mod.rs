@@ -59,25 +59,30 @@ impl Nested for RouterNested {
         name: &'a str,
         args: Map<String, Value>,
     ) -> Pin<Box<dyn Future<Output = ToolResult> + Send + 'a>> {
-        Box::pin(async move {
-            // Under `approval: host` every local or destructive call is the host's to allow;
-            // a nested one cannot be asked yet, so it is refused rather than run unasked.
-            if self.ctx.approval_gate
-                && self
-                    .router
-                    .get(name)
-                    .is_some_and(|e| matches!(e.mode, ToolMode::Local | ToolMode::Destructive))
-            {
-                return ToolResult::recoverable(format!(
-                    "{name} needs the host's approval in this turn (approval: host), which a call from inside run_code cannot ask for; call {name} directly"
-                ))
-                .with_data("code", "approval_required");
-            }
-            self.router
-                .dispatch(name, Value::Object(args), self.ctx.clone())
-                .await
-        })
+        Box::pin(dispatch_local(&self.router, name, args, self.ctx.clone()))
     }
+}
+
+/// A nested call on `router`. Under `approval: host` (`ctx.approval_gate`) every local or
+/// destructive call is the host's to allow; a nested one cannot be asked yet, so it is
+/// refused rather than run unasked.
+pub async fn dispatch_local(
+    router: &Router,
+    name: &str,
+    args: Map<String, Value>,
+    ctx: ToolContext,
+) -> ToolResult {
+    if ctx.approval_gate
+        && router
+            .get(name)
+            .is_some_and(|e| matches!(e.mode, ToolMode::Local | ToolMode::Destructive))
+    {
+        return ToolResult::recoverable(format!(
+            "{name} needs the host's approval in this turn (approval: host), which a call from inside run_code cannot ask for; call {name} directly"
+        ))
+        .with_data("code", "approval_required");
+    }
+    router.dispatch(name, Value::Object(args), ctx).await
 }
 
 /// Where and how programs run.
