@@ -355,6 +355,7 @@ impl Turn {
             host: host.clone(),
             host_tools: self.p.host_tools.clone(),
             emit: self.emit.clone(),
+            trace: self.trace.clone(),
             parent: c.id.clone(),
             timeout,
             n: 0,
@@ -612,6 +613,7 @@ struct NestedEnv {
     host: Arc<dyn HostLink>,
     host_tools: Option<HostTools>,
     emit: Emitter,
+    trace: super::trace::Trace,
     parent: String,
     timeout: Duration,
     n: u32,
@@ -640,6 +642,11 @@ impl run_code::Nested for NestedEnv {
                 extra_content: None,
             };
             self.emit.nested_tool_call(&call, &self.parent);
+            // A child span of the run_code call's (linked by parentCallId).
+            let mut attrs = Map::new();
+            attrs.insert("callId".into(), json!(id));
+            attrs.insert("parentCallId".into(), json!(self.parent));
+            let span = self.trace.start_span(name, "tool", attrs);
             let started = std::time::Instant::now();
             let host_tool = match &self.host_tools {
                 Some(h) if !LOCAL_TOOLS.contains(&name) => Some(h.get(name).cloned()),
@@ -698,6 +705,12 @@ impl run_code::Nested for NestedEnv {
             }
             chunk.insert("parentId".into(), json!(self.parent));
             self.emit.tool_result(Value::Object(chunk));
+            let mut end = Map::new();
+            if let Some(e) = &r.error {
+                end.insert("error".into(), json!(e));
+            }
+            self.trace
+                .end_span(span, if r.success { "ok" } else { "error" }, end);
             r
         })
     }

@@ -697,6 +697,20 @@ fn a_model_turn_uses_run_code_only_when_asked() {
     );
     assert_eq!(res[1]["id"], "rc1");
     assert!(res[1].get("parentId").is_none(), "{}", res[1]);
+    // The trace has a span for the run_code call and a child span for the nested call.
+    let trace = s.ok("trace.fetch", json!({"traceId": r.done["traceId"]}));
+    let spans = trace["spans"].as_array().unwrap();
+    let run = spans
+        .iter()
+        .find(|sp| sp["attrs"]["callId"] == "rc1")
+        .unwrap_or_else(|| panic!("no run_code span: {trace}"));
+    assert_eq!(run["name"], "run_code");
+    let child = spans
+        .iter()
+        .find(|sp| sp["attrs"]["parentCallId"] == "rc1")
+        .unwrap_or_else(|| panic!("no nested span: {trace}"));
+    assert_eq!(child["name"], "read_file");
+    assert_eq!(child["status"], "ok");
     assert_eq!(res[1]["success"], true, "{}", res[1]);
     let body = tool_body(&messages(&mut s, "rc_turn_on"), "rc1");
     assert_eq!(body["success"], true, "{body}");
