@@ -381,15 +381,61 @@ impl Source {
     }
 }
 
+/// The approval layer detached from the turn, so a `run_code` program's nested calls are put
+/// to the host like the model's own.
+#[derive(Clone)]
+pub(super) struct Approver {
+    pub agent: std::sync::Arc<super::Agent>,
+    pub policy: Policy,
+    pub host: std::sync::Arc<dyn crate::host::HostLink>,
+    pub emit: super::notices::Emitter,
+    pub trace: super::trace::Trace,
+    pub cancel: tokio_util::sync::CancellationToken,
+    pub session: String,
+    pub host_tools: Option<super::host_tools::HostTools>,
+    pub router: std::sync::Arc<crate::tools::Router>,
+}
+
 impl Turn {
-    /// The approval layer's verdict on one call: runs it at once in `auto` mode or when its
-    /// mode needs no consent; otherwise a remembered rule decides, or the host is asked
-    /// (`approval.request`), failing closed on anything but a well-formed answer.
+    /// What the approval layer runs with.
+    pub(super) fn approver(&self) -> Approver {
+        Approver {
+            agent: self.agent.clone(),
+            policy: self.approval,
+            host: self.host.clone(),
+            emit: self.emit.clone(),
+            trace: self.trace.clone(),
+            cancel: self.handle.cancel.clone(),
+            session: self.session_key(),
+            host_tools: self.p.host_tools.clone(),
+            router: self.router().clone(),
+        }
+    }
+
+    /// The approval layer's verdict on one call of the model's.
     pub(super) async fn approve(&mut self, c: &ToolCall, round: u64) -> Approval {
         if self.approval.mode == Mode::Auto || c.arguments_error.is_some() {
             return Approval::Run(None);
         }
-        let Some(mode) = self.mode_of(&c.name).filter(|m| needs_approval(*m)) else {
+        let mode = self.mode_of(&c.name);
+        self.approver().approve(c, mode, round).await
+    }
+}
+
+impl Approver {
+    /// The approval layer's verdict on one call: runs it at once in `auto` mode or when its
+    /// mode needs no consent; otherwise a remembered rule decides, or the host is asked
+    /// (`approval.request`), failing closed on anything but a well-formed answer.
+    pub(super) async fn approve(
+        &self,
+        c: &ToolCall,
+        mode: Option<ToolMode>,
+        round: u64,
+    ) -> Approval {
+        if self.policy.mode == Mode::Auto || c.arguments_error.is_some() {
+            return Approval::Run(None);
+        }
+        let Some(mode) = mode.filter(|m| needs_approval(*m)) else {
             return Approval::Run(None);
         };
         let Value::Object(args) = &c.arguments else {
@@ -397,7 +443,7 @@ impl Turn {
             return Approval::Run(None);
         };
         let category = category(&c.name, mode, args);
-        let session = self.session_key();
+        let session = self.session.clone();
         let remembered = match self.agent.approvals.get(&session, &c.name, &category) {
             Some(d) => Some((d, Source::SessionRule)),
             None => {
@@ -430,7 +476,7 @@ impl Turn {
             ),
             None => self.ask_host(c, mode, &category, round).await,
         };
-        if self.handle.cancel.is_cancelled() {
+        if self.cancel.is_cancelled() {
             return Approval::Denied(ToolResult {
                 success: false,
                 error: Some("cancelled".into()),
@@ -453,7 +499,10 @@ impl Turn {
         if answer.amendment.is_some() {
             n.insert("amended".into(), json!(true));
         }
-        self.notice("approval", n);
+        n.insert("kind".into(), json!("approval"));
+        let n = Value::Object(n);
+        self.trace.event("approval", "approval", Some(n.clone()));
+        self.emit.notice(n);
         match answer.decision {
             Decision::Abort => Approval::Abort,
             d if d.allows() => match answer.amendment {
@@ -507,8 +556,8 @@ impl Turn {
             .call(
                 "approval.request",
                 params,
-                self.approval.timeout,
-                &self.handle.cancel,
+                self.policy.timeout,
+                &self.cancel,
             )
             .await;
         let closed = |why: String| {
@@ -552,12 +601,12 @@ impl Turn {
     }
 
     fn validate_amendment(&self, name: &str, args: &Map<String, Value>) -> Result<(), String> {
-        match &self.p.host_tools {
+        match &self.host_tools {
             Some(h) if !LOCAL_TOOLS.contains(&name) => match h.get(name) {
                 Some(t) => t.validate(args).map_err(String::from),
                 None => Err(format!("unknown tool '{name}'")),
             },
-            _ => match self.router().get(name) {
+            _ => match self.router.get(name) {
                 Some(e) => e.validate(args).map_err(String::from),
                 None => Err(format!("unknown tool '{name}'")),
             },

@@ -361,6 +361,8 @@ impl Turn {
             n: 0,
             settings: run_code::Settings::from_config(&self.agent.config.settings()),
             ctx: None,
+            approver: (self.approval.mode == super::approval::Mode::Host).then(|| self.approver()),
+            round,
         });
         let ctx = ToolContext {
             workspace_root: self.p.cwd.clone(),
@@ -619,6 +621,9 @@ struct NestedEnv {
     n: u32,
     settings: run_code::Settings,
     ctx: Option<ToolContext>,
+    /// `approval: host`: each nested call is put to the host.
+    approver: Option<super::approval::Approver>,
+    round: u64,
 }
 
 impl run_code::Nested for NestedEnv {
@@ -652,17 +657,31 @@ impl run_code::Nested for NestedEnv {
                 Some(h) if !LOCAL_TOOLS.contains(&name) => Some(h.get(name).cloned()),
                 _ => None,
             };
-            let mut r = match host_tool {
-                Some(Some(tool))
-                    if ctx.approval_gate
-                        && super::approval::needs_approval(tool.mode) =>
-                {
-                    ToolResult::recoverable(format!(
-                        "{name} needs the host's approval in this turn (approval: host), which a call from inside run_code cannot ask for; call {name} directly"
-                    ))
-                    .with_data("code", "approval_required")
+            // Put to the host like the model's own calls (`approval: host`).
+            let mut args = args;
+            let mut refused = None;
+            if let Some(a) = &self.approver {
+                let mode = match &host_tool {
+                    Some(t) => t.as_ref().map(|t| t.mode),
+                    None => self.router.get(name).map(|e| e.mode),
+                };
+                match a.approve(&call, mode, self.round).await {
+                    Approval::Run(Some(amended)) => args = amended,
+                    Approval::Run(None) => {}
+                    Approval::Denied(r) => refused = Some(r),
+                    Approval::Abort => {
+                        a.cancel.cancel();
+                        refused = Some(ToolResult::recoverable(
+                            "not executed: the host aborted the turn",
+                        ));
+                    }
                 }
-                Some(Some(tool)) => {
+                // Asked already: the router must not refuse it again.
+                ctx.approval_gate = false;
+            }
+            let mut r = match (refused, host_tool) {
+                (Some(r), _) => r,
+                (None, Some(Some(tool))) => {
                     invoke_host(
                         self.host.clone(),
                         tool,
@@ -675,10 +694,10 @@ impl run_code::Nested for NestedEnv {
                     )
                     .await
                 }
-                Some(None) => ToolResult::recoverable(format!(
+                (None, Some(None)) => ToolResult::recoverable(format!(
                     "Unknown tool: {name}; the host offers no such tool"
                 )),
-                None => run_code::dispatch_local(&self.router, name, args, ctx).await,
+                (None, None) => run_code::dispatch_local(&self.router, name, args, ctx).await,
             };
             if r.data
                 .as_ref()

@@ -128,11 +128,16 @@ fn no_sleep_left(arg: &str) {
 }
 
 /// A nested call's kept result: the tool's result as JSON text (or an object).
+/// A `data.calls` entry's result: `{success, error?, text}`, where `text` is the tool
+/// message's JSON (cut at 2,000 characters); returned parsed, with `success` checked to agree.
 fn call_result(call: &Value) -> Value {
-    match &call["result"] {
-        Value::String(t) => serde_json::from_str(t).unwrap_or_else(|_| json!(t)),
-        other => other.clone(),
-    }
+    let r = &call["result"];
+    let text = r["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no result text: {call}"));
+    let parsed: Value = serde_json::from_str(text).unwrap_or_else(|_| json!(text));
+    assert_eq!(parsed["success"], r["success"], "{call}");
+    parsed
 }
 
 #[test]
@@ -923,15 +928,15 @@ fn nested_calls_reach_host_tools_under_tools_via_host() {
     assert_eq!(body["data"]["value"], json!([3, 5]), "{body}");
 }
 
-/// Under `approval: host` the run_code call itself is approved by the host; a nested call
-/// that would need approval is refused (fail closed), a read runs.
+/// Under `approval: host` the host approves the run_code call itself and, one by one, each
+/// nested call whose tool needs approval; reads run unasked, a denial raises in the program.
 #[test]
-fn nested_calls_needing_approval_are_refused_under_host_approval() {
+fn nested_calls_are_put_to_the_host_under_host_approval() {
     use crate::support::host::{Reply, drive};
     let ws = tempfile::tempdir().unwrap();
     write_file(ws.path(), "a.txt", "x\n");
     let mut s = Sidecar::start();
-    let code = "r = tools.read_file(path=\"a.txt\")\ntry:\n    tools.bash(command=\"touch made.txt\")\n    return \"ran\"\nexcept ToolError as e:\n    return [r[\"success\"], str(e)]";
+    let code = "r = tools.read_file(path=\"a.txt\")\ntools.bash(command=\"touch allowed.txt\")\ntry:\n    tools.bash(command=\"rm -f a.txt\")\n    return \"ran\"\nexcept ToolError as e:\n    return [r[\"success\"], str(e)]";
     let script = json!([
         {"toolCalls": [{"id": "rc1", "name": "run_code", "arguments": {"code": code, "description": "try"}}]},
         {"text": "done"}
@@ -941,24 +946,69 @@ fn nested_calls_needing_approval_are_refused_under_host_approval() {
         json!({"cwd": ws.path(), "chatId": "rc_appr", "runCode": true, "approval": {"mode": "host"}}),
     );
     let id = chat_helpers::start(&mut s, p);
-    let (r, reqs) = drive(&mut s, &id, |_| {
-        Reply::Result(json!({"decision": "allow_once"}))
+    let (r, reqs) = drive(&mut s, &id, |req| {
+        let cmd = req["params"]["arguments"]["command"].as_str().unwrap_or("");
+        if cmd.starts_with("rm") {
+            Reply::Result(json!({"decision": "deny_once", "reason": "keep a.txt"}))
+        } else {
+            Reply::Result(json!({"decision": "allow_once"}))
+        }
     });
     assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
     let asked: Vec<&Value> = reqs
         .iter()
         .filter(|q| q["method"] == "approval.request")
         .collect();
-    assert_eq!(asked.len(), 1, "only run_code itself is asked: {reqs:?}");
-    assert_eq!(asked[0]["params"]["toolName"], "run_code");
+    let names: Vec<(&str, &str)> = asked
+        .iter()
+        .map(|q| {
+            (
+                q["params"]["toolName"].as_str().unwrap(),
+                q["params"]["callId"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    // read_file (rc1.1) is a read: not asked.
+    assert_eq!(
+        names,
+        [("run_code", "rc1"), ("bash", "rc1.2"), ("bash", "rc1.3")],
+        "{reqs:?}"
+    );
     let body = tool_body(&messages(&mut s, "rc_appr"), "rc1");
     assert_eq!(body["data"]["value"][0], true, "{body}");
     assert!(
         body["data"]["value"][1]
             .as_str()
             .unwrap()
-            .contains("approval"),
+            .contains("approval_denied"),
         "{body}"
     );
-    assert!(!ws.path().join("made.txt").exists());
+    assert!(ws.path().join("allowed.txt").exists());
+    assert!(ws.path().join("a.txt").exists());
+    // Each decision is a notice, as for the model's own calls.
+    assert_eq!(r.notices("approval").len(), 3, "{:?}", r.chunks());
+}
+
+/// Without a sandbox backend no program runs: `sandbox_unavailable` with the `none` marker.
+#[test]
+fn no_sandbox_backend_refuses_to_run() {
+    let ws = tempfile::tempdir().unwrap();
+    let marker = ws.path().join("ran.txt");
+    let mut s = start(&[(
+        "OUTRIGGER_SANDBOX_DISABLE_LAYERS",
+        "landlock,namespaces,seccomp",
+    )]);
+    let code = format!(
+        "for c in ().__class__.__base__.__subclasses__():\n    if c.__name__ == \"_wrap_close\":\n        open({:?}, \"w\").write(\"x\")\nreturn 1",
+        marker.display().to_string()
+    );
+    let r = run_code(&mut s, ws.path(), &code);
+    assert_eq!(r["success"], false, "{r}");
+    assert_eq!(r["error"], "sandbox_unavailable", "{r}");
+    assert_eq!(
+        r["data"]["_sandbox"],
+        json!({"backend": "none", "enforcement": "none"}),
+        "{r}"
+    );
+    assert!(!marker.exists(), "the program ran");
 }

@@ -369,12 +369,17 @@ pub async fn run(
                         )
                     } else {
                         let r = nested.call(&tool, args.clone()).await;
+                        // Bounded like bash output: the outcome, and the result's text cut.
                         let text = r.model_text();
                         let mut kept: String = text.chars().take(MAX_CALL_RESULT_CHARS).collect();
                         if kept.len() < text.len() {
                             kept.push('…');
                         }
-                        calls.push(json!({"tool": tool, "arguments": args, "result": kept}));
+                        let mut summary = json!({"success": r.success, "text": kept});
+                        if let Some(e) = &r.error {
+                            summary["error"] = json!(e);
+                        }
+                        calls.push(json!({"tool": tool, "arguments": args, "result": summary}));
                         let v = serde_json::to_value(&r).unwrap_or(Value::Null);
                         (r.success, v, r.error.clone().unwrap_or_default())
                     };
