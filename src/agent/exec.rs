@@ -350,20 +350,6 @@ impl Turn {
             Route::Orchestrate(o) => Some(self.orchestration_env(o, &c.id)),
             _ => None,
         };
-        let nested = matches!(route, Route::RunCode).then(|| NestedEnv {
-            router: router.clone(),
-            host: host.clone(),
-            host_tools: self.p.host_tools.clone(),
-            emit: self.emit.clone(),
-            trace: self.trace.clone(),
-            parent: c.id.clone(),
-            timeout,
-            n: 0,
-            settings: run_code::Settings::from_config(&self.agent.config.settings()),
-            ctx: None,
-            approver: (self.approval.mode == super::approval::Mode::Host).then(|| self.approver()),
-            round,
-        });
         let ctx = ToolContext {
             workspace_root: self.p.cwd.clone(),
             cancel: phase.child_token(),
@@ -373,8 +359,22 @@ impl Turn {
             exec_sandbox: self.p.exec_sandbox.clone(),
             host: Some(host.clone()),
             host_context: host_context.clone(),
-            approval_gate: self.approval.mode == super::approval::Mode::Host,
         };
+        let nested = matches!(route, Route::RunCode).then(|| NestedEnv {
+            router: router.clone(),
+            host: host.clone(),
+            host_tools: self.p.host_tools.clone(),
+            emit: self.emit.clone(),
+            trace: self.trace.clone(),
+            parent: c.id.clone(),
+            timeout,
+            n: 0,
+            ctx: ctx.clone(),
+            approver: (self.approval.mode == super::approval::Mode::Host).then(|| self.approver()),
+            round,
+        });
+        let run_code_settings = matches!(route, Route::RunCode)
+            .then(|| run_code::Settings::from_config(&self.agent.config.settings()));
         let chat = self.p.chat_id.clone();
         let stream = self.emit.stream_id.clone();
         let name_for_errors = c.name.clone();
@@ -446,17 +446,23 @@ impl Turn {
                         timeout + TOOL_STOP_GRACE,
                     )
                 }
-                Route::RunCode => match nested {
-                    Some(mut env) => (
+                Route::RunCode => match (nested, run_code_settings) {
+                    (Some(mut env), Some(settings)) => (
                         Box::pin(async move {
-                            let settings = env.settings.clone();
-                            let nested_ctx = ctx.clone();
-                            env.ctx = Some(nested_ctx);
-                            run_code::run(&settings, &ctx, &args_map(args), &mut env).await
+                            // Checked as the router would; the turn runs the program itself so
+                            // that nested calls go through its approvals and host tools.
+                            let r = match router.get(&name).map(|e| e.checked_args(args)) {
+                                Some(Ok(args)) => {
+                                    run_code::run(&settings, &ctx, &args, &mut env).await
+                                }
+                                Some(Err(e)) => ToolResult::recoverable(e),
+                                None => router.unknown_tool(&name),
+                            };
+                            r.with_data("durationMs", elapsed_ms(started))
                         }),
                         timeout + TOOL_STOP_GRACE,
                     ),
-                    None => return ToolResult::default(),
+                    _ => return ToolResult::default(),
                 },
                 Route::AskUser => {
                     let stop = stop.clone();
@@ -600,13 +606,6 @@ async fn guarded(
 }
 
 /// Sends one call to the host (`tool.invoke`) and reads its answer.
-fn args_map(args: Value) -> Map<String, Value> {
-    match args {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    }
-}
-
 /// Where a `run_code` program's nested calls go: the turn's host tools under `toolsViaHost`,
 /// else the turn's router; each shows on the stream as `toolCall`/`toolResult` with
 /// `parentId` (the run_code call's id).
@@ -619,8 +618,7 @@ struct NestedEnv {
     parent: String,
     timeout: Duration,
     n: u32,
-    settings: run_code::Settings,
-    ctx: Option<ToolContext>,
+    ctx: ToolContext,
     /// `approval: host`: each nested call is put to the host.
     approver: Option<super::approval::Approver>,
     round: u64,
@@ -635,9 +633,7 @@ impl run_code::Nested for NestedEnv {
         Box::pin(async move {
             self.n += 1;
             let id = format!("{}.{}", self.parent, self.n);
-            let Some(mut ctx) = self.ctx.clone() else {
-                return ToolResult::recoverable("run_code: no call context");
-            };
+            let mut ctx = self.ctx.clone();
             ctx.call_id = id.clone();
             let call = ToolCall {
                 id: id.clone(),
@@ -676,8 +672,6 @@ impl run_code::Nested for NestedEnv {
                         ));
                     }
                 }
-                // Asked already: the router must not refuse it again.
-                ctx.approval_gate = false;
             }
             let mut r = match (refused, host_tool) {
                 (Some(r), _) => r,

@@ -97,13 +97,19 @@ impl LlmSettings {
     }
 }
 
+/// Installs rustls' crypto provider (ring) for every HTTP client of the process: the model
+/// provider's, MCP's Streamable HTTP, the web tools'. Idempotent; whoever builds a client
+/// first installs it.
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// One HTTP client for the process, built on first use (never before ready).
 pub fn http_client(settings: &LlmSettings) -> Result<reqwest::Client, LlmError> {
     static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
-            // Another part of the process may have installed it first; that is fine.
-            let _ = rustls::crypto::ring::default_provider().install_default();
+            install_crypto();
             reqwest::Client::builder()
                 .connect_timeout(settings.connect_timeout)
                 .build()

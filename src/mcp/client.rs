@@ -457,7 +457,7 @@ fn http_client() -> Result<reqwest::Client, String> {
     static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
-            let _ = rustls::crypto::ring::default_provider().install_default();
+            crate::llm::install_crypto();
             reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(10))
                 .build()
@@ -666,6 +666,3 @@ fn remote_tool(v: Value) -> Option<RemoteTool> {
         destructive: hint("destructiveHint") == Some(true),
     })
 }
-
-/// A weak handle, for registries that must not keep a connection alive.
-pub type WeakClient = Weak<dyn McpClient>;

@@ -295,7 +295,6 @@ impl McpServer {
             exec_sandbox: None,
             host: None,
             host_context: Map::new(),
-            approval_gate: false,
         };
         let fut = self.router.dispatch(name, args, ctx);
         tokio::pin!(fut);

@@ -82,9 +82,6 @@ pub struct ToolContext {
     /// Where the call comes from (`chatId`, `streamId`, `recordId`, `round`), passed on to
     /// the host with requests made on the call's behalf.
     pub host_context: Map<String, Value>,
-    /// The turn asks the host before `local` and `destructive` calls (`approval: host`): a
-    /// tool making calls on this call's behalf (`run_code`) must not make such calls unasked.
-    pub approval_gate: bool,
 }
 
 impl ToolContext {
@@ -98,7 +95,6 @@ impl ToolContext {
             exec_sandbox: None,
             host: None,
             host_context: Map::new(),
-            approval_gate: false,
         }
     }
 }

@@ -290,7 +290,7 @@ impl Router {
             .collect()
     }
 
-    fn unknown_tool(&self, name: &str) -> ToolResult {
+    pub fn unknown_tool(&self, name: &str) -> ToolResult {
         let suggestions = self.suggestions(name);
         let error = if suggestions.is_empty() {
             let available: Vec<String> = self
@@ -321,16 +321,12 @@ impl Router {
             return self.unknown_tool(name);
         };
         let started = Instant::now();
-        let args = match args_object(name, args) {
+        let args = match entry.checked_args(args) {
             Ok(a) => a,
             Err(e) => {
                 return ToolResult::recoverable(e).with_data("durationMs", elapsed_ms(started));
             }
         };
-        if let Err(msg) = entry.validate(&args) {
-            return ToolResult::recoverable(format!("Invalid arguments for tool '{name}': {msg}"))
-                .with_data("durationMs", elapsed_ms(started));
-        }
         let fut = entry.tool.clone().call(ctx, args);
         let result = match CatchPanic(fut).await {
             Ok(r) => r,
@@ -341,6 +337,16 @@ impl Router {
 }
 
 impl Entry {
+    /// The call's arguments as an object that satisfies the schema, or the error the model
+    /// gets (for callers that run the tool's work themselves, like a turn's run_code).
+    pub fn checked_args(&self, args: Value) -> Result<Map<String, Value>, String> {
+        let name = &self.name;
+        let args = args_object(name, args).map_err(String::from)?;
+        self.validate(&args)
+            .map_err(|msg| format!("Invalid arguments for tool '{name}': {msg}"))?;
+        Ok(args)
+    }
+
     /// Checks arguments against the tool's schema; the error names each field and what it
     /// expected.
     pub fn validate(&self, args: &Map<String, Value>) -> Result<(), Invalid> {

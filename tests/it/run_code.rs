@@ -1012,3 +1012,27 @@ fn no_sandbox_backend_refuses_to_run() {
     );
     assert!(!marker.exists(), "the program ran");
 }
+
+/// A turn's run_code call is checked against the schema like any call: nothing runs.
+#[test]
+fn a_turn_checks_run_code_arguments() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start();
+    let script = json!([
+        {"toolCalls": [{"id": "rc1", "name": "run_code", "arguments": {"description": "no code"}}]},
+        {"text": "done"}
+    ]);
+    let p = merge(
+        scripted(script, "go"),
+        json!({"cwd": ws.path(), "chatId": "rc_args", "runCode": true}),
+    );
+    let r = chat_helpers::run(&mut s, p);
+    let res = r.with("toolResult");
+    assert_eq!(res.len(), 1, "{:?}", r.frames);
+    assert_eq!(res[0]["success"], false, "{}", res[0]);
+    let err = res[0]["error"].as_str().unwrap();
+    assert!(
+        err.contains("Invalid arguments for tool 'run_code'") && err.contains("code"),
+        "{err}"
+    );
+}

@@ -98,7 +98,6 @@ pub async fn invoke(app: Arc<App>, p: ToolInvokeParams) -> Result<ToolResult, Rp
         exec_sandbox: p.context.exec_sandbox,
         host: Some(app.reverse.clone()),
         host_context: serde_json::Map::new(),
-        approval_gate: false,
     };
     Ok(app.router.dispatch(&p.name, p.arguments, ctx).await)
 }

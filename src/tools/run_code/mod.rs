@@ -63,25 +63,14 @@ impl Nested for RouterNested {
     }
 }
 
-/// A nested call on `router`. Under `approval: host` (`ctx.approval_gate`) every local or
-/// destructive call is the host's to allow; a nested one cannot be asked yet, so it is
-/// refused rather than run unasked.
+/// A nested call on `router` (schema validation first, as for any call). Approvals are the
+/// caller's: a turn puts each nested call to its approval layer before this.
 pub async fn dispatch_local(
     router: &Router,
     name: &str,
     args: Map<String, Value>,
     ctx: ToolContext,
 ) -> ToolResult {
-    if ctx.approval_gate
-        && router
-            .get(name)
-            .is_some_and(|e| matches!(e.mode, ToolMode::Local | ToolMode::Destructive))
-    {
-        return ToolResult::recoverable(format!(
-            "{name} needs the host's approval in this turn (approval: host), which a call from inside run_code cannot ask for; call {name} directly"
-        ))
-        .with_data("code", "approval_required");
-    }
     router.dispatch(name, Value::Object(args), ctx).await
 }
 

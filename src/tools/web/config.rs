@@ -61,52 +61,6 @@ const SESSION_FETCH_CAP: Bound = Bound {
     max: 1_000_000,
 };
 
-/// The bounds' keys with their defaults and ceilings, for the config table.
-pub const BOUND_KEYS: &[(&str, u64, u64, u64)] = &[
-    (
-        FETCH_TIMEOUT.key,
-        FETCH_TIMEOUT.default,
-        FETCH_TIMEOUT.min,
-        FETCH_TIMEOUT.max,
-    ),
-    (
-        FETCH_MAX_BYTES.key,
-        FETCH_MAX_BYTES.default,
-        FETCH_MAX_BYTES.min,
-        FETCH_MAX_BYTES.max,
-    ),
-    (
-        FETCH_MAX_REDIRECTS.key,
-        FETCH_MAX_REDIRECTS.default,
-        FETCH_MAX_REDIRECTS.min,
-        FETCH_MAX_REDIRECTS.max,
-    ),
-    (
-        SEARCH_TIMEOUT.key,
-        SEARCH_TIMEOUT.default,
-        SEARCH_TIMEOUT.min,
-        SEARCH_TIMEOUT.max,
-    ),
-    (
-        SEARCH_MAX_RESULTS.key,
-        SEARCH_MAX_RESULTS.default,
-        SEARCH_MAX_RESULTS.min,
-        SEARCH_MAX_RESULTS.max,
-    ),
-    (
-        SESSION_SEARCH_CAP.key,
-        SESSION_SEARCH_CAP.default,
-        SESSION_SEARCH_CAP.min,
-        SESSION_SEARCH_CAP.max,
-    ),
-    (
-        SESSION_FETCH_CAP.key,
-        SESSION_FETCH_CAP.default,
-        SESSION_FETCH_CAP.min,
-        SESSION_FETCH_CAP.max,
-    ),
-];
-
 /// Which `web_search` backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {

@@ -65,7 +65,7 @@ impl LazyClient {
     pub fn get(&self) -> Result<&reqwest::Client, String> {
         self.cell
             .get_or_init(|| {
-                let _ = rustls::crypto::ring::default_provider().install_default();
+                crate::llm::install_crypto();
                 (self.build)()
             })
             .as_ref()
