@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 )]
 pub struct Cli {
     /// Sidecar log level (always logged on stderr).
-    #[arg(long, value_enum, ignore_case = true)]
+    #[arg(long, value_enum, ignore_case = true, global = true)]
     pub log_level: Option<LogLevel>,
 
     /// Skip the __SIDECAR_READY__ stderr marker (keep the lifecycle.ready stdout notification).
@@ -23,7 +23,7 @@ pub struct Cli {
     pub quiet_ready: bool,
 
     /// Path of the durable SQLite store (default: $OUTRIGGER_HOME/outrigger.db).
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", global = true)]
     pub storage_path: Option<PathBuf>,
 
     /// Print the merged configuration with the layer each value came from, then exit.
@@ -31,7 +31,7 @@ pub struct Cli {
     pub dump_config: bool,
 
     /// Leave web_fetch and web_search out (the config key `web_tools: false`).
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub no_web_tools: bool,
 
     #[command(subcommand)]
@@ -52,9 +52,11 @@ pub enum Command {
     },
     /// Send one model request and print every provider event as a JSON line (debugging).
     LlmProbe(crate::llm::probe::ProbeArgs),
-    /// Run one agent turn headless (this binary as the sidecar) and print every frame a host
-    /// would receive, as JSON lines.
-    Run(crate::agent::headless::RunArgs),
+    /// Run one agent turn headless and print the answer, a JSON result or JSON events
+    /// (docs/headless.md). Exit 0 completed, 1 failed, 2 usage, 3 budget, 130 interrupted.
+    Run(crate::headless::RunArgs),
+    /// Serve the Agent Client Protocol over stdio, for editors such as Zed (docs/acp.md).
+    Acp(crate::acp::AcpArgs),
     /// Serve Outrigger's file tools and bash as an MCP server over stdio.
     Mcp {
         /// The workspace the tools work in: relative paths resolve against it and bash runs

@@ -1,6 +1,7 @@
 //! Outrigger: an agent runtime sidecar speaking JSON-RPC 2.0 over stdio.
 //! The binary (`main.rs`) is a thin shell over these modules.
 
+pub mod acp;
 pub mod agent;
 pub mod app;
 pub mod catch_panic;
@@ -8,6 +9,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod harness;
+pub mod headless;
 pub mod host;
 pub mod lifecycle;
 pub mod llm;

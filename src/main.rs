@@ -47,10 +47,6 @@ fn real_main(cli: Cli) -> i32 {
         return 0;
     }
 
-    if let Some(Command::Run(args)) = &cli.command {
-        return outrigger::agent::headless::run(args.clone(), cli.storage_path.clone());
-    }
-
     let mut inputs = config::Inputs::from_env();
     if let Some(level) = cli.log_level {
         inputs.cli.insert("log_level".into(), json!(level.as_str()));
@@ -70,6 +66,18 @@ fn real_main(cli: Cli) -> i32 {
             return 2;
         }
     };
+
+    let globals = outrigger::headless::Globals {
+        storage_path: cli.storage_path.clone(),
+        no_web_tools: cli.no_web_tools,
+        log_level: cli.log_level.map(|l| l.as_str().to_string()),
+    };
+    if let Some(Command::Run(args)) = cli.command {
+        return outrigger::headless::run(args, globals, &config);
+    }
+    if let Some(Command::Acp(args)) = cli.command {
+        return outrigger::acp::run(args, globals, &config);
+    }
 
     if cli.dump_config {
         let merged: serde_json::Map<String, Value> = config

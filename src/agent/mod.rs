@@ -14,7 +14,6 @@ mod delegate;
 pub mod display;
 pub mod events;
 mod exec;
-pub mod headless;
 pub mod host_tools;
 pub mod notices;
 pub mod orchestrate;

@@ -9,6 +9,8 @@ pub enum Kind {
     Choice(&'static [&'static str]),
     /// A string, or `null` for "unset".
     OptPath,
+    /// A non-empty string, or `null` for "unset".
+    OptText,
     /// An integer within `[min, max]` (max is the key's ceiling).
     Int { min: i64, max: i64 },
     /// A number within `[min, max]`.
@@ -30,6 +32,7 @@ impl Kind {
         match self {
             Kind::Choice(c) => format!("one of {}", c.join(", ")),
             Kind::OptPath => "a string (a path) or null".to_string(),
+            Kind::OptText => "a non-empty string or null".to_string(),
             Kind::Int { min, max } => format!("an integer from {min} to {max}"),
             Kind::Float { min, max } => format!("a number from {min} to {max}"),
             Kind::PathList => "a list of non-empty strings (paths)".to_string(),
@@ -43,7 +46,9 @@ impl Kind {
     pub fn check(&self, v: &Value) -> bool {
         match self {
             Kind::Choice(c) => v.as_str().is_some_and(|s| c.contains(&s)),
-            Kind::OptPath => v.is_null() || v.as_str().is_some_and(|s| !s.is_empty()),
+            Kind::OptPath | Kind::OptText => {
+                v.is_null() || v.as_str().is_some_and(|s| !s.is_empty())
+            }
             Kind::Int { min, max } => v.as_i64().is_some_and(|n| n >= *min && n <= *max),
             Kind::Float { min, max } => v
                 .as_f64()
@@ -67,7 +72,7 @@ impl Kind {
                     .find(|x| x.eq_ignore_ascii_case(t))
                     .map_or_else(|| s.to_string(), |x| x.to_string()),
             ),
-            Kind::OptPath => {
+            Kind::OptPath | Kind::OptText => {
                 if t.is_empty() || t.eq_ignore_ascii_case("null") {
                     Value::Null
                 } else {
@@ -467,6 +472,24 @@ pub static KEYS: &[KeySpec] = &[
         kind: Kind::Web("an http(s) URL, or null"),
         default: || Value::Null,
         doc: "the search backend's base URL (default: Tavily's or DuckDuckGo's)",
+    },
+    KeySpec {
+        name: "provider",
+        kind: Kind::OptText,
+        default: || Value::Null,
+        doc: "`outrigger run` / `acp`: the provider when no --provider is given (default openai_compat)",
+    },
+    KeySpec {
+        name: "model",
+        kind: Kind::OptText,
+        default: || Value::Null,
+        doc: "`outrigger run` / `acp`: the model when no --model is given",
+    },
+    KeySpec {
+        name: "base_url",
+        kind: Kind::OptText,
+        default: || Value::Null,
+        doc: "`outrigger run` / `acp`: the OpenAI-compatible endpoint when no --base-url is given",
     },
     KeySpec {
         name: "mcp_servers",

@@ -1,8 +1,6 @@
 //! `agent.chat.stream` over the real binary's pipes: scripted and fake-OpenAI providers,
 //! real file and bash tools, every terminal status, content modes, traces, steer and fork.
 
-use crate::common;
-
 use crate::common::Sidecar;
 use crate::support::chat_helpers::*;
 use crate::support::fake_openai::{FakeServer, Reply};
@@ -637,49 +635,6 @@ fn soft_timeout_wraps_up_without_tools() {
     let res = r.with("toolResult");
     assert_eq!(res.len(), 2);
     assert!(res[1]["error"].as_str().unwrap().contains("not executed"));
-}
-
-#[test]
-fn headless_run_prints_what_a_host_sees() {
-    let home = tempfile::tempdir().unwrap();
-    let root = env!("CARGO_MANIFEST_DIR");
-    let script = format!("{root}/examples/demo-script.jsonl");
-    let (status, out, err) = common::run_once(
-        home.path(),
-        &[
-            "run",
-            "--script",
-            &script,
-            "--cwd",
-            root,
-            "Where is the CoreLoop?",
-        ],
-        &[],
-        b"",
-    );
-    assert!(status.success(), "{err}\n{out}");
-    let frames: Vec<Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let done = frames
-        .iter()
-        .find(|f| f["method"] == "stream.done")
-        .expect("done");
-    assert_eq!(done["params"]["status"], "completed");
-    let results: Vec<&Value> = frames
-        .iter()
-        .filter_map(|f| f["params"].get("toolResult"))
-        .collect();
-    assert_eq!(results.len(), 2);
-    assert!(results.iter().all(|r| r["success"] == true), "{results:?}");
-    assert!(
-        results[0]["resultPreview"]
-            .as_str()
-            .unwrap()
-            .contains("src/agent/run.rs")
-    );
-    assert_eq!(frames.last().unwrap()["method"], "lifecycle.shutdown");
 }
 
 #[test]

@@ -19,6 +19,7 @@ mod fs_tools;
 #[path = "../../fuzz/oracles.rs"]
 mod fuzz_oracles;
 mod fuzz_props;
+mod headless_run;
 mod history_cache;
 mod host_tools;
 mod interaction;

@@ -1,0 +1,367 @@
+//! `session/prompt` as one sidecar turn, and `session/load` as a replay of the record.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use acp::v1::schema::{RequestPermissionRequest, SessionNotification};
+use agent_client_protocol as acp;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use super::{State, invalid, open_session, typed, updates, wire};
+use crate::headless::sidecar::{CallError, Incoming};
+
+type Cx = acp::v1::ConnectionTo<acp::Client>;
+
+fn notify(cx: &Cx, session: &str, update: Value) -> Result<(), acp::Error> {
+    let n: SessionNotification = typed(json!({"sessionId": session, "update": update}))?;
+    cx.send_notification(n)
+}
+
+fn sidecar_error(e: CallError) -> acp::Error {
+    match e {
+        CallError::Rpc {
+            code: -32602,
+            message,
+            ..
+        } => invalid(message),
+        e => acp::Error::internal_error().data(json!(e.to_string())),
+    }
+}
+
+/// `session/load`: replays the record and registers the session (its next prompt continues
+/// the record, and the sidecar rebuilds the file tools' read state from it).
+pub async fn load(state: &Arc<State>, cx: &Cx, req: &Value) -> Result<(), acp::Error> {
+    let sid = req["sessionId"].as_str().unwrap_or("").to_string();
+    let got = match state
+        .sc
+        .request("agent.session.messages", json!({"recordId": sid}))
+        .await
+    {
+        Ok(got) => got,
+        Err(CallError::Rpc { code: -32004, .. }) => return Err(not_found(&sid)),
+        Err(e) => return Err(sidecar_error(e)),
+    };
+    let messages: Vec<crate::llm::Message> =
+        serde_json::from_value(got["messages"].clone()).unwrap_or_default();
+    if messages.is_empty() {
+        return Err(not_found(&sid));
+    }
+    open_session(state, &sid, req, true)?;
+    let cwd = PathBuf::from(req["cwd"].as_str().unwrap_or(""));
+    for u in updates::replay(&messages, &cwd) {
+        notify(cx, &sid, u)?;
+    }
+    Ok(())
+}
+
+/// The user message of a prompt: text blocks, embedded resources as context, links named.
+fn message(prompt: &Value) -> Result<String, acp::Error> {
+    let mut out = String::new();
+    for b in prompt.as_array().into_iter().flatten() {
+        match b["type"].as_str() {
+            Some("text") => out.push_str(b["text"].as_str().unwrap_or("")),
+            Some("resource") => {
+                let r = &b["resource"];
+                let uri = r["uri"].as_str().unwrap_or("");
+                match r["text"].as_str() {
+                    Some(t) => {
+                        out.push_str(&format!("\n<context path=\"{uri}\">\n{t}\n</context>\n"))
+                    }
+                    None => out.push_str(&format!("\n(attached: {uri}, binary, not shown)\n")),
+                }
+            }
+            Some("resource_link") => {
+                out.push_str(&format!(
+                    "\n(linked: {})\n",
+                    b["uri"].as_str().unwrap_or("")
+                ));
+            }
+            other => {
+                return Err(invalid(format!(
+                    "prompt content of type {} is not supported (promptCapabilities: text and embedded context)",
+                    other.unwrap_or("?")
+                )));
+            }
+        }
+    }
+    if out.trim().is_empty() {
+        return Err(invalid("the prompt has no text".into()));
+    }
+    Ok(out)
+}
+
+/// The permission request for one `approval.request`, and our decision for the client's pick.
+async fn permission(cx: &Cx, sid: &str, cwd: &std::path::Path, p: &Value) -> (String, String) {
+    let tool = p["toolName"].as_str().unwrap_or("");
+    let call = updates::tool_call(
+        p["callId"].as_str().unwrap_or(""),
+        tool,
+        &p["arguments"],
+        cwd,
+        "pending",
+    );
+    let options = json!([
+        {"optionId": "allow_once", "name": "Allow", "kind": "allow_once"},
+        {"optionId": "allow_always", "name": format!("Always allow {tool}"), "kind": "allow_always"},
+        {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"},
+        {"optionId": "reject_always", "name": format!("Always reject {tool}"), "kind": "reject_always"},
+    ]);
+    let mut update = call;
+    if let Value::Object(m) = &mut update {
+        m.remove("sessionUpdate");
+    }
+    let req: Result<RequestPermissionRequest, _> =
+        typed(json!({"sessionId": sid, "toolCall": update, "options": options}));
+    let answer = match req {
+        Ok(req) => cx.send_request(req).block_task().await.map(|r| wire(&r)),
+        Err(e) => Err(e),
+    };
+    match answer {
+        Ok(r) if r.pointer("/outcome/outcome") == Some(&json!("selected")) => {
+            let picked = r
+                .pointer("/outcome/optionId")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let kind = match picked {
+                "allow_once" => "allow_once",
+                "allow_always" => "allow_always",
+                "reject_always" => "deny_always",
+                _ => "deny_once",
+            };
+            (
+                kind.to_string(),
+                format!("the editor's user chose {picked}"),
+            )
+        }
+        Ok(_) => (
+            "deny_once".into(),
+            "the permission request was cancelled".into(),
+        ),
+        Err(e) => (
+            "deny_once".into(),
+            format!("the permission request failed: {e}"),
+        ),
+    }
+}
+
+/// A call in flight: what its result update needs.
+struct Pending {
+    tool: String,
+    /// For a file edit: the file and its text before the call.
+    edit: Option<(PathBuf, Option<String>)>,
+}
+
+/// `session/prompt`: runs one turn and answers its stop reason.
+pub async fn prompt(state: &Arc<State>, cx: &Cx, req: &Value) -> Result<&'static str, acp::Error> {
+    let sid = req["sessionId"].as_str().unwrap_or("").to_string();
+    let text = message(&req["prompt"])?;
+    let stream = format!("str_{}", crate::store::ids::random_hex(16));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (cwd, mut params) = {
+        let mut sessions = state
+            .sessions
+            .lock()
+            .map_err(|_| acp::Error::internal_error())?;
+        let Some(s) = sessions.get_mut(&sid) else {
+            return Err(not_found(&sid));
+        };
+        if let Some(running) = &s.stream {
+            return Err(invalid(format!(
+                "session {sid} already has a running prompt ({running}); cancel it first"
+            )));
+        }
+        let mut params = state.base.clone();
+        params.insert("chatId".into(), json!(sid));
+        params.insert("streamId".into(), json!(stream));
+        params.insert("cwd".into(), json!(s.cwd));
+        params.insert(
+            "messages".into(),
+            json!([{"role": "user", "content": text}]),
+        );
+        if s.started {
+            params.insert("fromRecord".into(), json!(true));
+        }
+        params.insert("approval".into(), json!({"mode": "host"}));
+        params.insert(
+            "askUser".into(),
+            json!(state.elicitation.load(std::sync::atomic::Ordering::Relaxed)),
+        );
+        if !s.mcp.is_empty() {
+            params.insert("mcp".into(), Value::Array(s.mcp.clone()));
+        }
+        s.stream = Some(stream.clone());
+        (s.cwd.clone(), params)
+    };
+    if let Ok(mut r) = state.routes.lock() {
+        r.insert(stream.clone(), tx);
+    }
+    let started = state
+        .sc
+        .request(
+            "agent.chat.stream",
+            Value::Object(std::mem::take(&mut params)),
+        )
+        .await;
+    let ran = started.is_ok();
+    let outcome = match started {
+        Ok(_) => follow(state, cx, &sid, &cwd, &mut rx).await,
+        Err(e) => Err(sidecar_error(e)),
+    };
+    if let Ok(mut r) = state.routes.lock() {
+        r.remove(&stream);
+    }
+    if let Ok(mut sessions) = state.sessions.lock()
+        && let Some(s) = sessions.get_mut(&sid)
+    {
+        s.stream = None;
+        // Once a turn ran the record exists (a failed turn records the message too).
+        s.started |= ran;
+    }
+    outcome
+}
+
+/// Follows the turn's frames until `stream.done`.
+async fn follow(
+    state: &Arc<State>,
+    cx: &Cx,
+    sid: &str,
+    cwd: &std::path::Path,
+    rx: &mut mpsc::UnboundedReceiver<Incoming>,
+) -> Result<&'static str, acp::Error> {
+    let mut calls: HashMap<String, Pending> = HashMap::new();
+    let mut error: Option<String> = None;
+    while let Some(msg) = rx.recv().await {
+        match msg {
+            Incoming::Notification { method, params } => {
+                match method.as_str() {
+                    "stream.chunk" => chunk(cx, sid, cwd, &params, &mut calls)?,
+                    "stream.error" => {
+                        error = Some(format!(
+                            "{}: {}",
+                            params["kind"].as_str().unwrap_or("error"),
+                            params["message"].as_str().unwrap_or("")
+                        ));
+                    }
+                    "stream.done" => {
+                        return match params["status"].as_str() {
+                            Some("completed") => Ok("end_turn"),
+                            Some("budget_exhausted") => Ok("max_turn_requests"),
+                            Some("cancelled") => Ok("cancelled"),
+                            _ => Err(acp::Error::internal_error().data(json!(
+                                error.unwrap_or_else(|| params["reason"]
+                                    .as_str()
+                                    .unwrap_or("the turn failed")
+                                    .to_string())
+                            ))),
+                        };
+                    }
+                    _ => {}
+                }
+            }
+            Incoming::Request { id, method, params } => match method.as_str() {
+                "approval.request" => {
+                    let (kind, reason) = permission(cx, sid, cwd, &params).await;
+                    state
+                        .sc
+                        .respond(id, json!({"kind": kind, "reason": reason}))
+                        .await;
+                }
+                "ask_user.request" => {
+                    let answers = super::elicit::ask(cx, sid, &params).await;
+                    state.sc.respond(id, json!({"answers": answers})).await;
+                }
+                _ => {
+                    state
+                        .sc
+                        .respond_error(
+                            id,
+                            -32601,
+                            &format!("outrigger acp does not handle {method}"),
+                        )
+                        .await;
+                }
+            },
+        }
+    }
+    Err(acp::Error::internal_error().data(json!("the sidecar exited during the turn")))
+}
+
+/// One `stream.chunk` as updates.
+fn chunk(
+    cx: &Cx,
+    sid: &str,
+    cwd: &std::path::Path,
+    c: &Value,
+    calls: &mut HashMap<String, Pending>,
+) -> Result<(), acp::Error> {
+    if let Some(d) = c.get("delta").and_then(Value::as_str) {
+        notify(cx, sid, updates::text("agent_message_chunk", d))?;
+    }
+    if let Some(d) = c.get("reasoningDelta").and_then(Value::as_str) {
+        notify(cx, sid, updates::text("agent_thought_chunk", d))?;
+    }
+    if let Some(call) = c.get("toolCall") {
+        let id = call["id"].as_str().unwrap_or("").to_string();
+        let tool = call["name"].as_str().unwrap_or("").to_string();
+        let args = &call["arguments"];
+        let edit = match updates::kind(&tool) {
+            "edit" if tool != "apply_patch" => updates::location(cwd, args).map(|p| {
+                let before = updates::read_for_diff(&p);
+                (p, before)
+            }),
+            _ => None,
+        };
+        notify(
+            cx,
+            sid,
+            updates::tool_call(&id, &tool, args, cwd, "pending"),
+        )?;
+        if tool == crate::tools::todo::NAME
+            && let Some(plan) = args.get("todos").and_then(updates::plan)
+        {
+            notify(cx, sid, plan)?;
+        }
+        calls.insert(id, Pending { tool, edit });
+    }
+    if let Some(r) = c.get("toolResult") {
+        let id = r["id"].as_str().unwrap_or("");
+        let success = r["success"].as_bool() == Some(true);
+        let pending = calls.remove(id);
+        let diff = match pending.as_ref().and_then(|p| p.edit.clone()) {
+            Some((path, before)) if success => {
+                updates::read_for_diff(&path).map(|after| (path, before, after))
+            }
+            _ => None,
+        };
+        let shown = match (
+            r.get("error").and_then(Value::as_str),
+            r["resultPreview"].as_str(),
+        ) {
+            (Some(e), _) if !success => e.to_string(),
+            (_, Some(p)) => p.to_string(),
+            _ => String::new(),
+        };
+        let mut raw = Map::new();
+        if let Some(p) = &pending {
+            raw.insert("tool".into(), json!(p.tool));
+        }
+        for k in ["durationMs", "error", "sandbox"] {
+            if let Some(v) = r.get(k) {
+                raw.insert(k.into(), v.clone());
+            }
+        }
+        notify(
+            cx,
+            sid,
+            updates::tool_result(id, success, &shown, Value::Object(raw), diff),
+        )?;
+    }
+    Ok(())
+}
+
+/// ACP's "resource not found" (-32002) for an unknown session.
+fn not_found(sid: &str) -> acp::Error {
+    acp::Error::new(-32002, format!("resource not found: session {sid}"))
+}
