@@ -50,6 +50,9 @@ pub(crate) struct State {
     routes: Mutex<HashMap<String, mpsc::UnboundedSender<Incoming>>>,
     /// The client offers form elicitation: `ask_user` is offered to the model.
     elicitation: std::sync::atomic::AtomicBool,
+    /// The client reads (`fs/read_text_file`) and writes (`fs/write_text_file`) files: the
+    /// turns' `hostFs`.
+    fs: Mutex<Value>,
 }
 
 /// Parses wire JSON into one of the crate's types (our mappings build the wire shape).
@@ -106,6 +109,7 @@ async fn serve(base: Map<String, Value>, globals: Globals) -> i32 {
         sessions: Mutex::default(),
         routes: Mutex::default(),
         elicitation: std::sync::atomic::AtomicBool::new(false),
+        fs: Mutex::new(json!({"read": false, "write": false})),
     });
     tokio::spawn(route(Arc::clone(&state), incoming));
     let result = connect(Arc::clone(&state)).await;
@@ -125,6 +129,7 @@ async fn route(state: Arc<State>, mut incoming: mpsc::UnboundedReceiver<Incoming
         let stream = match &msg {
             Incoming::Notification { params, .. } | Incoming::Request { params, .. } => params
                 .get("streamId")
+                .or_else(|| params.pointer("/context/streamId"))
                 .and_then(Value::as_str)
                 .map(str::to_string),
         };
@@ -166,6 +171,13 @@ async fn connect(state: Arc<State>) -> Result<(), acp::Error> {
                 let offered = wire(&req.client_capabilities);
                 let form = offered.pointer("/elicitation/form").is_some();
                 s_init.elicitation.store(form, std::sync::atomic::Ordering::Relaxed);
+                let fs = json!({
+                    "read": offered.pointer("/fs/readTextFile") == Some(&json!(true)),
+                    "write": offered.pointer("/fs/writeTextFile") == Some(&json!(true)),
+                });
+                if let Ok(mut f) = s_init.fs.lock() {
+                    *f = fs;
+                }
                 responder.respond_with_result(typed(json!({
                     "protocolVersion": 1,
                     "agentCapabilities": {

@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use acp::v1::schema::{RequestPermissionRequest, SessionNotification};
+use acp::v1::schema::{
+    ReadTextFileRequest, RequestPermissionRequest, SessionNotification, WriteTextFileRequest,
+};
 use agent_client_protocol as acp;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -184,6 +186,13 @@ pub async fn prompt(state: &Arc<State>, cx: &Cx, req: &Value) -> Result<&'static
             params.insert("fromRecord".into(), json!(true));
         }
         params.insert("approval".into(), json!({"mode": "host"}));
+        if let Ok(fs) = state.fs.lock()
+            && fs
+                .as_object()
+                .is_some_and(|f| f.values().any(|v| v == true))
+        {
+            params.insert("hostFs".into(), fs.clone());
+        }
         params.insert(
             "askUser".into(),
             json!(state.elicitation.load(std::sync::atomic::Ordering::Relaxed)),
@@ -231,12 +240,13 @@ async fn follow(
     rx: &mut mpsc::UnboundedReceiver<Incoming>,
 ) -> Result<&'static str, acp::Error> {
     let mut calls: HashMap<String, Pending> = HashMap::new();
+    let mut files = Files::default();
     let mut error: Option<String> = None;
     while let Some(msg) = rx.recv().await {
         match msg {
             Incoming::Notification { method, params } => {
                 match method.as_str() {
-                    "stream.chunk" => chunk(cx, sid, cwd, &params, &mut calls)?,
+                    "stream.chunk" => chunk(cx, sid, cwd, &params, &mut calls, &mut files)?,
                     "stream.error" => {
                         error = Some(format!(
                             "{}: {}",
@@ -268,6 +278,13 @@ async fn follow(
                         .respond(id, json!({"kind": kind, "reason": reason}))
                         .await;
                 }
+                "fs.read_text" | "fs.write_text" => {
+                    let answer = files.forward(cx, sid, &method, &params).await;
+                    match answer {
+                        Ok(v) => state.sc.respond(id, v).await,
+                        Err(e) => state.sc.respond_error(id, -32603, &e).await,
+                    }
+                }
                 "ask_user.request" => {
                     let answers = super::elicit::ask(cx, sid, &params).await;
                     state.sc.respond(id, json!({"answers": answers})).await;
@@ -295,6 +312,7 @@ fn chunk(
     cwd: &std::path::Path,
     c: &Value,
     calls: &mut HashMap<String, Pending>,
+    files: &mut Files,
 ) -> Result<(), acp::Error> {
     if let Some(d) = c.get("delta").and_then(Value::as_str) {
         notify(cx, sid, updates::text("agent_message_chunk", d))?;
@@ -329,8 +347,11 @@ fn chunk(
         let id = r["id"].as_str().unwrap_or("");
         let success = r["success"].as_bool() == Some(true);
         let pending = calls.remove(id);
-        let diff = match pending.as_ref().and_then(|p| p.edit.clone()) {
-            Some((path, before)) if success => {
+        let written = files.written.remove(id);
+        let diff = match (written, pending.as_ref().and_then(|p| p.edit.clone())) {
+            _ if !success => None,
+            (Some(w), _) => Some(w),
+            (None, Some((path, before))) => {
                 updates::read_for_diff(&path).map(|after| (path, before, after))
             }
             _ => None,
@@ -364,4 +385,56 @@ fn chunk(
 /// ACP's "resource not found" (-32002) for an unknown session.
 fn not_found(sid: &str) -> acp::Error {
     acp::Error::new(-32002, format!("resource not found: session {sid}"))
+}
+
+/// The turn's file text through the client (`hostFs`): what was read, to show an edit's
+/// diff against the buffer it changed.
+#[derive(Default)]
+struct Files {
+    /// Path → the text the client last gave for it.
+    read: HashMap<String, String>,
+    /// Call id → (path, text before, text written).
+    written: HashMap<String, (PathBuf, Option<String>, String)>,
+}
+
+impl Files {
+    /// Forwards `fs.read_text` / `fs.write_text` to the client's `fs/*` methods.
+    async fn forward(
+        &mut self,
+        cx: &Cx,
+        sid: &str,
+        method: &str,
+        p: &Value,
+    ) -> Result<Value, String> {
+        let path = p["path"].as_str().unwrap_or("").to_string();
+        if method == "fs.read_text" {
+            let req: ReadTextFileRequest =
+                typed(json!({"sessionId": sid, "path": path})).map_err(|e| e.to_string())?;
+            let got = cx
+                .send_request(req)
+                .block_task()
+                .await
+                .map_err(|e| format!("the editor refused fs/read_text_file: {e}"))?;
+            let content = wire(&got)["content"].as_str().unwrap_or("").to_string();
+            self.read.insert(path, content.clone());
+            return Ok(json!({"content": content}));
+        }
+        let content = p["content"].as_str().unwrap_or("").to_string();
+        let req: WriteTextFileRequest =
+            typed(json!({"sessionId": sid, "path": path, "content": content}))
+                .map_err(|e| e.to_string())?;
+        cx.send_request(req)
+            .block_task()
+            .await
+            .map_err(|e| format!("the editor refused fs/write_text_file: {e}"))?;
+        if let Some(call) = p.pointer("/context/callId").and_then(Value::as_str) {
+            let before = self.read.get(&path).cloned();
+            self.written.insert(
+                call.to_string(),
+                (PathBuf::from(&path), before, content.clone()),
+            );
+        }
+        self.read.insert(path, content);
+        Ok(json!({}))
+    }
 }

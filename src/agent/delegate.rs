@@ -146,6 +146,7 @@ pub(super) fn child_params(
         resume: false,
         from_record: false,
         cfg,
+        host_fs: p.host_fs,
         temperature: p.temperature,
         top_p: p.top_p,
         max_tokens: p.max_tokens,

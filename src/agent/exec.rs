@@ -359,6 +359,7 @@ impl Turn {
             exec_sandbox: self.p.exec_sandbox.clone(),
             host: Some(host.clone()),
             host_context: host_context.clone(),
+            host_fs: self.p.host_fs,
         };
         let nested = matches!(route, Route::RunCode).then(|| NestedEnv {
             router: router.clone(),

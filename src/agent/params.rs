@@ -82,6 +82,7 @@ struct Raw {
     tools_strategy: Option<String>,
     exec_sandbox: Option<ExecSandboxRequest>,
     session_id: Option<String>,
+    host_fs: Option<crate::protocol::chat::HostFsParam>,
     // host interaction
     tools: Option<Value>,
     tools_via_host: Option<bool>,
@@ -144,6 +145,8 @@ pub struct ChatParams {
     pub provider_options: Map<String, Value>,
     pub cwd: PathBuf,
     pub exec_sandbox: Option<ExecSandboxRequest>,
+    /// The file tools' text through the host (`hostFs`).
+    pub host_fs: crate::protocol::chat::HostFsParam,
     pub session_id: Option<String>,
     pub fork_until_seq: Option<i64>,
     /// `toolsViaHost: true`: the host's tools, run over reverse `tool.invoke`.
@@ -597,6 +600,7 @@ fn checked(
         provider_options: raw.provider_options.unwrap_or_default(),
         cwd,
         exec_sandbox: raw.exec_sandbox,
+        host_fs: raw.host_fs.unwrap_or_default(),
         session_id: raw.session_id,
         fork_until_seq: raw.until_seq,
         host_tools,

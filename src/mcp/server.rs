@@ -295,6 +295,7 @@ impl McpServer {
             exec_sandbox: None,
             host: None,
             host_context: Map::new(),
+            host_fs: Default::default(),
         };
         let fut = self.router.dispatch(name, args, ctx);
         tokio::pin!(fut);

@@ -239,6 +239,19 @@ pub struct ApprovalParam {
     pub timeout_ms: Option<i64>,
 }
 
+/// `hostFs` of `agent.chat.stream`: the file tools (`read_file`, `write_file`, `edit_file`,
+/// `apply_patch`) read and/or write file text through the host (`fs.read_text`,
+/// `fs.write_text`), so an editor's unsaved buffers are what the model sees and edits.
+/// Containment, blocked paths and the read-before-write rules are checked as ever.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HostFsParam {
+    #[serde(default)]
+    pub read: bool,
+    #[serde(default)]
+    pub write: bool,
+}
+
 /// `agent.chat.stream` / `agent.chat.fork` params. Unknown fields are refused naming the
 /// nearest known one; `base_url` / `api_key` are accepted for `baseUrl` / `apiKey`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
@@ -362,6 +375,9 @@ pub struct ChatStreamParams {
     /// `agent.chat.fork` from a trace: refused (pass `recordId`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id: Option<String>,
+    /// File text through the host: `{read?, write?}` (both default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_fs: Option<HostFsParam>,
     /// Stdio MCP servers for this turn (at most 16): their tools are the turn's as
     /// `mcp__<name>__<tool>`; closed when the turn ends. Ignored under `toolsViaHost`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

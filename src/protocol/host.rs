@@ -152,6 +152,37 @@ pub struct HostSpawnResult {
     pub sandbox: Option<Map<String, Value>>,
 }
 
+/// `fs.read_text` params: a file tool reads a file under the turn's `hostFs.read`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FsReadTextRequest {
+    /// Absolute, inside the workspace (checked before the request).
+    pub path: String,
+    /// `callId` plus the turn's `chatId?`, `streamId`, `recordId`, `round`.
+    pub context: Map<String, Value>,
+}
+
+/// The host's answer to `fs.read_text`: the file's whole text (an editor's buffer).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct FsReadTextResult {
+    pub content: String,
+}
+
+/// `fs.write_text` params: a file tool writes a file's whole text under `hostFs.write`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FsWriteTextRequest {
+    pub path: String,
+    pub content: String,
+    /// `callId` plus the turn's `chatId?`, `streamId`, `recordId`, `round`.
+    pub context: Map<String, Value>,
+}
+
+/// The host's answer to `fs.write_text`: any object (or `null`); an error answer fails the
+/// call and nothing is written on disk.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+pub struct FsWriteTextResult(pub Option<Map<String, Value>>);
+
 /// One stored approval rule (`approval.list`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -114,6 +114,8 @@ pub const REVERSE_REQUESTS: &[Call] = &[
     call::<h::AskUserRequest, h::AskUserAnswer>("ask_user.request"),
     call::<h::ReadStateSeed, h::ReadStateSeedAck>("read_state.seed"),
     call::<h::HostSpawnRequest, h::HostSpawnResult>("host.process.spawn"),
+    call::<h::FsReadTextRequest, h::FsReadTextResult>("fs.read_text"),
+    call::<h::FsWriteTextRequest, h::FsWriteTextResult>("fs.write_text"),
 ];
 
 /// Moves a root schema and its `$defs` into `defs` (refs stay `#/$defs/X`, which resolve at

@@ -82,6 +82,8 @@ pub struct ToolContext {
     /// Where the call comes from (`chatId`, `streamId`, `recordId`, `round`), passed on to
     /// the host with requests made on the call's behalf.
     pub host_context: Map<String, Value>,
+    /// The file tools read and/or write through the host (`hostFs` of a turn).
+    pub host_fs: crate::protocol::chat::HostFsParam,
 }
 
 impl ToolContext {
@@ -95,6 +97,7 @@ impl ToolContext {
             exec_sandbox: None,
             host: None,
             host_context: Map::new(),
+            host_fs: Default::default(),
         }
     }
 }

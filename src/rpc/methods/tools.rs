@@ -98,6 +98,7 @@ pub async fn invoke(app: Arc<App>, p: ToolInvokeParams) -> Result<ToolResult, Rp
         exec_sandbox: p.context.exec_sandbox,
         host: Some(app.reverse.clone()),
         host_context: serde_json::Map::new(),
+        host_fs: Default::default(),
     };
     Ok(app.router.dispatch(&p.name, p.arguments, ctx).await)
 }

@@ -4,6 +4,7 @@
 pub mod edit;
 pub mod glob;
 pub mod grep;
+pub mod host_io;
 pub mod ls;
 pub mod patch;
 pub mod paths;

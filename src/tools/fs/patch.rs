@@ -107,11 +107,17 @@ fn apply_patch(env: &FsEnv, ctx: &ToolContext, args: PatchArgs) -> ToolResult {
         if plan.outcome.content == plan.old {
             continue;
         }
-        if let Err(r) = atomic_write(&ws, &plan.path, &plan.abs, plan.outcome.content.as_bytes()) {
+        if let Err(r) = atomic_write(
+            ctx,
+            &ws,
+            &plan.path,
+            &plan.abs,
+            plan.outcome.content.as_bytes(),
+        ) {
             let mut restored = Vec::new();
             let mut unrestored = Vec::new();
             for done in written.iter().rev() {
-                match atomic_write(&ws, &done.path, &done.abs, done.old.as_bytes()) {
+                match atomic_write(ctx, &ws, &done.path, &done.abs, done.old.as_bytes()) {
                     Ok(()) => restored.push(done.shown.clone()),
                     Err(e) => {
                         unrestored.push(format!("{} ({})", done.shown, e.error.unwrap_or_default()))

@@ -61,11 +61,12 @@ pub fn tool(env: Arc<FsEnv>) -> FsTool<ReadArgs> {
 /// The whole text of a file, checked: regular, at most `max_bytes`, no NUL in the first
 /// 8 KiB, valid UTF-8. Returns the bytes' text and the opened file's real path.
 pub(crate) fn load_text(
+    ctx: &ToolContext,
     ws: &Workspace,
     path: &str,
     max_bytes: u64,
 ) -> Result<(String, std::path::PathBuf), ToolResult> {
-    let (bytes, real) = load_bytes(ws, path, max_bytes)?;
+    let (bytes, real) = load_bytes(ctx, ws, path, max_bytes)?;
     check_text(&bytes, path)?;
     // Checked just above; the conversion cannot fail.
     match String::from_utf8(bytes) {
@@ -99,8 +100,23 @@ fn check_text<'a>(bytes: &'a [u8], path: &str) -> Result<&'a str, ToolResult> {
     }
 }
 
-/// The whole bytes of a regular file of at most `max_bytes`, and its real path.
+/// The whole bytes of a regular file of at most `max_bytes`, and its real path. Under the
+/// turn's `hostFs.read` the bytes are the host's (an editor's buffer) once the disk path
+/// passed every check.
 pub(crate) fn load_bytes(
+    ctx: &ToolContext,
+    ws: &Workspace,
+    path: &str,
+    max_bytes: u64,
+) -> Result<(Vec<u8>, std::path::PathBuf), ToolResult> {
+    let (bytes, real) = load_disk_bytes(ws, path, max_bytes)?;
+    match super::host_io::read(ctx, &real, path, max_bytes) {
+        Some(host) => Ok((host?, real)),
+        None => Ok((bytes, real)),
+    }
+}
+
+fn load_disk_bytes(
     ws: &Workspace,
     path: &str,
     max_bytes: u64,
@@ -186,7 +202,7 @@ fn read_file(env: &FsEnv, ctx: &ToolContext, args: ReadArgs) -> ToolResult {
         Ok(ws) => ws,
         Err(e) => return fail("io", e),
     };
-    let (bytes, real) = match load_bytes(&ws, &args.path, settings.max_read_bytes) {
+    let (bytes, real) = match load_bytes(ctx, &ws, &args.path, settings.max_read_bytes) {
         Ok(x) => x,
         Err(r) => return r,
     };

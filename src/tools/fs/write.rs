@@ -116,11 +116,12 @@ fn is_not_found(r: &ToolResult) -> bool {
 
 /// The existing file's bytes (any content: only hashed), or `None` when it does not exist.
 pub(crate) fn read_existing_bytes(
+    ctx: &ToolContext,
     ws: &Workspace,
     path: &str,
     max_bytes: u64,
 ) -> Result<Option<Vec<u8>>, ToolResult> {
-    match load_bytes(ws, path, max_bytes) {
+    match load_bytes(ctx, ws, path, max_bytes) {
         Ok((bytes, _)) => Ok(Some(bytes)),
         Err(r) if is_not_found(&r) => Ok(None),
         Err(r) => Err(r),
@@ -129,11 +130,12 @@ pub(crate) fn read_existing_bytes(
 
 /// The existing file's text, or `None` when it does not exist.
 pub(crate) fn read_existing(
+    ctx: &ToolContext,
     ws: &Workspace,
     path: &str,
     max_bytes: u64,
 ) -> Result<Option<String>, ToolResult> {
-    match load_text(ws, path, max_bytes) {
+    match load_text(ctx, ws, path, max_bytes) {
         Ok((text, _)) => Ok(Some(text)),
         Err(r) if is_not_found(&r) => Ok(None),
         Err(r) => Err(r),
@@ -277,11 +279,15 @@ fn link_unnamed(f: &std::fs::File, dir: &OwnedFd, name: &OsStr) -> nix::Result<(
 /// filesystem without `O_TMPFILE` gets a named temp file from the start. Temp names are
 /// hidden from glob/grep/ls, and stale ones are removed by the next write into the directory.
 pub(crate) fn atomic_write(
+    ctx: &ToolContext,
     ws: &Workspace,
     path: &str,
     abs: &Path,
     bytes: &[u8],
 ) -> Result<(), ToolResult> {
+    if let Some(done) = super::host_io::write(ctx, abs, path, bytes) {
+        return done;
+    }
     let io = |what: &str, e: &dyn std::fmt::Display| {
         fail("io", format!("cannot write {path}: {what}: {e}"))
     };
@@ -408,7 +414,7 @@ fn write_file(env: &FsEnv, ctx: &ToolContext, args: WriteArgs) -> ToolResult {
     };
     let shown = ws.display(&abs);
     let _guard = env.lock_writes();
-    let current = match read_existing_bytes(&ws, &args.path, settings.max_read_bytes) {
+    let current = match read_existing_bytes(ctx, &ws, &args.path, settings.max_read_bytes) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -435,7 +441,7 @@ fn write_file(env: &FsEnv, ctx: &ToolContext, args: WriteArgs) -> ToolResult {
             );
         }
     }
-    if let Err(r) = atomic_write(&ws, &args.path, &abs, args.content.as_bytes()) {
+    if let Err(r) = atomic_write(ctx, &ws, &args.path, &abs, args.content.as_bytes()) {
         return r;
     }
     let version = version_of(args.content.as_bytes());
@@ -512,7 +518,7 @@ pub(crate) fn plan_edit(
 ) -> Result<Plan, ToolResult> {
     let abs = ws.resolve_write(path).map_err(path_failure)?;
     let shown = ws.display(&abs);
-    let Some(old) = read_existing(ws, path, settings.max_read_bytes)? else {
+    let Some(old) = read_existing(ctx, ws, path, settings.max_read_bytes)? else {
         return Err(fail(
             "not_found",
             format!("{shown} does not exist; create it with write_file"),
@@ -576,7 +582,13 @@ fn edit_file(env: &FsEnv, ctx: &ToolContext, args: EditArgs) -> ToolResult {
         Err(r) => return r,
     };
     if plan.outcome.content != plan.old
-        && let Err(r) = atomic_write(&ws, &plan.path, &plan.abs, plan.outcome.content.as_bytes())
+        && let Err(r) = atomic_write(
+            ctx,
+            &ws,
+            &plan.path,
+            &plan.abs,
+            plan.outcome.content.as_bytes(),
+        )
     {
         return r;
     }
