@@ -226,7 +226,11 @@ pub async fn prepare(
             return Err(e);
         }
     };
-    if p.resume {
+    // A resumed record, or one continued (`fromRecord`) by a process that has not seen the
+    // session yet (a restart, an editor's `session/load`), gets its read state back from the
+    // record; a session this process already follows keeps its own, more exact state.
+    let session_key = p.session_id.clone().unwrap_or_else(|| record_id.clone());
+    if p.resume || (p.from_record && !agent.fs.state.knows(Some(&session_key))) {
         reseed_read_state(agent, &p, &record_id, &start.items);
     }
     let stream_id = p.stream_id.clone();

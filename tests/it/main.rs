@@ -6,6 +6,7 @@
 mod common;
 mod support;
 
+mod acp;
 mod apply_edits;
 mod backpressure;
 mod bash;

@@ -98,6 +98,13 @@ impl ReadState {
         n
     }
 
+    /// Whether this process has seen the session read or write anything.
+    pub fn knows(&self, session: Option<&str>) -> bool {
+        self.lock()
+            .get(&key(session))
+            .is_some_and(|m| !m.is_empty())
+    }
+
     /// Drops a session's state.
     pub fn clear(&self, session: Option<&str>) {
         self.lock().remove(&key(session));

@@ -1,5 +1,6 @@
 //! Fakes and helpers shared by the integration tests.
 
+pub mod acp;
 pub mod agents;
 pub mod chat_helpers;
 pub mod fake_openai;
