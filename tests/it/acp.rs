@@ -1261,3 +1261,295 @@ fn closing_stdin_mid_turn_ends_the_agent_and_everything_it_started() {
         pids_with_arg(&secs)
     );
 }
+
+// ---- the client's buffers (fs/*) and forms (elicitation/create) ------------------------------
+
+/// The text shown in a `tool_call_update`'s content items (besides the diff).
+fn shown_text(u: &Value) -> String {
+    u["content"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .filter(|i| i["type"] == "content")
+                .filter_map(|i| i["content"]["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// A file on disk and a different unsaved buffer of it in the client, plus a buffer for a
+/// file that exists only in the editor: `(abs path, ghost abs path)`.
+fn buffers_setup(ws: &Dir) -> (String, String) {
+    std::fs::write(ws.join("notes.txt"), "alpha\ndisk beta\n").unwrap();
+    (
+        ws.join("notes.txt").display().to_string(),
+        ws.join("ghost.txt").display().to_string(),
+    )
+}
+
+fn edit_turns() -> Vec<Value> {
+    vec![
+        call("r0", "read_file", json!({"path": "ghost.txt"})),
+        call("r1", "read_file", json!({"path": "notes.txt"})),
+        // "buffer beta" is only in the client's buffer.
+        call(
+            "e1",
+            "edit_file",
+            json!({"path": "notes.txt", "edits": [{"oldText": "buffer beta", "newText": "gamma"}]}),
+        ),
+        json!({"text": "Done."}),
+    ]
+}
+
+const FS_METHODS: [&str; 2] = ["fs/read_text_file", "fs/write_text_file"];
+
+#[test]
+fn with_client_fs_the_file_tools_read_and_edit_the_clients_buffers() {
+    let (home, d, ws) = (Dir::new(), Dir::new(), Dir::new());
+    let (abs, ghost) = buffers_setup(&ws);
+    let buffer = "alpha\nbuffer beta\n";
+    let edited = "alpha\ngamma\n";
+    let agent = scripted(&d, &edit_turns());
+    let o = go(
+        &home,
+        &agent,
+        json!({"fs": {"readTextFile": true, "writeTextFile": true,
+                      "buffers": {&abs: buffer, &ghost: "only in the editor\n"}},
+               "steps": [init(), new_session(&ws), prompt("Edit the notes")]}),
+    );
+    assert_eq!(o.stop_reason(2), "end_turn", "{}", o.dump());
+    let sid = o.session_id(1);
+
+    // A file that exists only as an unsaved buffer is not found; the client is not asked.
+    assert_eq!(o.final_update(2, "r0")["status"], "failed", "{}", o.dump());
+    assert!(
+        o.fs_requests().iter().all(|r| r["path"] != ghost.as_str()),
+        "the client was asked about a file missing on disk\n{}",
+        o.dump()
+    );
+
+    // read_file shows the buffer, not the disk.
+    let r1 = o.final_update(2, "r1");
+    assert_eq!(r1["status"], "completed", "{}", o.dump());
+    let shown = shown_text(r1);
+    assert!(
+        shown.contains("buffer beta") && !shown.contains("disk beta"),
+        "read_file showed {shown:?}\n{}",
+        o.dump()
+    );
+
+    // Both reads of notes.txt went to the client; the edit went back to it, whole.
+    let reads = o.fs_requests_of("fs/read_text_file");
+    assert_eq!(reads.len(), 2, "read_file and edit_file\n{}", o.dump());
+    for r in &reads {
+        assert_eq!(r["path"], abs.as_str(), "{}", o.dump());
+        assert_eq!(r["sessionId"], sid.as_str(), "{}", o.dump());
+        assert_eq!(r["served"], "buffer", "{}", o.dump());
+    }
+    let writes = o.agent_requests("fs/write_text_file");
+    assert_eq!(writes.len(), 1, "{}", o.dump());
+    assert_eq!(
+        *writes[0],
+        json!({"sessionId": sid, "path": abs, "content": edited}),
+        "{}",
+        o.dump()
+    );
+    assert_eq!(o.v["buffers"][&abs], edited, "{}", o.dump());
+    // The disk is the client's business: unchanged.
+    assert_eq!(
+        read(&ws.join("notes.txt")).as_deref(),
+        Some("alpha\ndisk beta\n")
+    );
+
+    // The diff is the buffer before and after.
+    let e1 = o.final_update(2, "e1");
+    assert_eq!(e1["status"], "completed", "{}", o.dump());
+    let diff = diff_of(&o, e1);
+    assert_eq!(diff["path"], abs.as_str(), "{}", o.dump());
+    assert_eq!(diff["oldText"], buffer, "{}", o.dump());
+    assert_eq!(diff["newText"], edited, "{}", o.dump());
+    // The write reached the client before the call was reported done.
+    let wrote_at = o.v["agentRequests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["method"] == "fs/write_text_file")
+        .unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    let done_at = seq_of(&o, |u| {
+        u["sessionUpdate"] == "tool_call_update"
+            && u["toolCallId"] == "e1"
+            && u["status"] == "completed"
+    });
+    assert!(wrote_at < done_at, "{}", o.dump());
+    assert!(o.permission_requests().is_empty(), "{}", o.dump());
+    o.assert_clean_allowing(&FS_METHODS);
+}
+
+#[test]
+fn with_only_read_text_file_the_edit_reads_the_buffer_and_writes_the_disk() {
+    let (home, d, ws) = (Dir::new(), Dir::new(), Dir::new());
+    let (abs, _) = buffers_setup(&ws);
+    let buffer = "alpha\nbuffer beta\n";
+    let agent = scripted(&d, &edit_turns());
+    let o = go(
+        &home,
+        &agent,
+        json!({"fs": {"readTextFile": true, "writeTextFile": false, "buffers": {&abs: buffer}},
+               "steps": [init(), new_session(&ws), prompt("Edit the notes")]}),
+    );
+    assert_eq!(o.stop_reason(2), "end_turn", "{}", o.dump());
+    assert_eq!(
+        o.final_update(2, "e1")["status"],
+        "completed",
+        "{}",
+        o.dump()
+    );
+    let reads = o.fs_requests_of("fs/read_text_file");
+    assert_eq!(reads.len(), 2, "{}", o.dump());
+    assert!(
+        o.agent_requests("fs/write_text_file").is_empty(),
+        "writeTextFile was not advertised\n{}",
+        o.dump()
+    );
+    // The edit applied to the buffer's text landed on disk.
+    assert_eq!(
+        read(&ws.join("notes.txt")).as_deref(),
+        Some("alpha\ngamma\n")
+    );
+    assert_eq!(o.v["buffers"][&abs], buffer, "{}", o.dump());
+    // docs/acp.md: the diff comes "from the client's buffer when it does the writing, else
+    // from the disk".
+    let diff = diff_of(&o, o.final_update(2, "e1"));
+    assert_eq!(diff["oldText"], "alpha\ndisk beta\n", "{}", o.dump());
+    assert_eq!(diff["newText"], "alpha\ngamma\n", "{}", o.dump());
+    o.assert_clean_allowing(&FS_METHODS);
+}
+
+#[test]
+fn a_client_refusing_fs_write_text_file_fails_the_edit_and_nothing_is_written() {
+    let (home, d, ws) = (Dir::new(), Dir::new(), Dir::new());
+    let (abs, _) = buffers_setup(&ws);
+    let buffer = "alpha\nbuffer beta\n";
+    let agent = scripted(&d, &edit_turns());
+    let o = go(
+        &home,
+        &agent,
+        json!({"fs": {"buffers": {&abs: buffer},
+                      "writeError": {"code": -32000, "message": "the buffer is read-only"}},
+               "steps": [init(), new_session(&ws), prompt("Edit the notes")]}),
+    );
+    assert_eq!(o.stop_reason(2), "end_turn", "{}", o.dump());
+    let e1 = o.final_update(2, "e1");
+    assert_eq!(e1["status"], "failed", "{}", o.dump());
+    assert!(
+        !e1["content"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "diff")),
+        "a failed edit shows no diff\n{}",
+        o.dump()
+    );
+    assert_eq!(
+        o.fs_requests_of("fs/write_text_file").len(),
+        1,
+        "{}",
+        o.dump()
+    );
+    assert_eq!(o.v["buffers"][&abs], buffer, "{}", o.dump());
+    assert_eq!(
+        read(&ws.join("notes.txt")).as_deref(),
+        Some("alpha\ndisk beta\n")
+    );
+    o.assert_clean_allowing(&FS_METHODS);
+}
+
+#[test]
+fn ask_user_goes_to_the_client_as_a_form_and_its_answers_reach_the_model() {
+    let ask = json!({"intro": "A few choices first.", "questions": [
+        {"id": "db", "text": "Which database?", "options": ["pg", "sqlite"]},
+        {"id": "tags", "text": "Which tags?", "options": ["fast", "small"], "multiSelect": true},
+        {"id": "why", "text": "Why?"}
+    ]});
+    let accepted = json!({"db": "pg", "tags": ["fast", "small"], "why": "it is quick"});
+    for (answer, want) in [
+        (
+            json!({"action": "accept", "content": accepted}),
+            accepted.clone(),
+        ),
+        (json!({"action": "decline"}), json!({})),
+    ] {
+        let ask = ask.clone();
+        let router = FakeRouter::start(move |body| {
+            if crate::support::fake_router::messages(body)
+                .iter()
+                .any(|m| m["role"] == "tool")
+            {
+                RouterReply::text("Thanks.")
+            } else {
+                RouterReply::tool("ask_user", ask.clone())
+            }
+        });
+        let (home, ws) = (Dir::new(), Dir::new());
+        let o = go(
+            &home,
+            &router_agent(&router),
+            json!({"elicitation": {"answers": [answer]},
+                   "steps": [init(), new_session(&ws), prompt("Set it up")]}),
+        );
+        let action = &answer["action"];
+        assert_eq!(o.stop_reason(2), "end_turn", "{action}\n{}", o.dump());
+        let sid = o.session_id(1);
+        let forms = o.agent_requests("elicitation/create");
+        assert_eq!(forms.len(), 1, "{action}\n{}", o.dump());
+        let f = forms[0];
+        assert_eq!(f["mode"], "form", "{}", o.dump());
+        assert_eq!(f["sessionId"], sid.as_str(), "{}", o.dump());
+        assert_eq!(f["message"], "A few choices first.", "{}", o.dump());
+        let schema = &f["requestedSchema"];
+        assert_eq!(schema["type"], "object", "{}", o.dump());
+        let props = &schema["properties"];
+        assert_eq!(props["db"]["type"], "string", "{}", o.dump());
+        assert_eq!(props["db"]["enum"], json!(["pg", "sqlite"]), "{}", o.dump());
+        assert_eq!(props["tags"]["type"], "array", "{}", o.dump());
+        assert_eq!(
+            props["tags"]["items"]["enum"],
+            json!(["fast", "small"]),
+            "{}",
+            o.dump()
+        );
+        assert_eq!(props["why"]["type"], "string", "{}", o.dump());
+        assert!(props["why"].get("enum").is_none(), "{}", o.dump());
+        let mut required: Vec<&str> = schema["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        required.sort_unstable();
+        assert_eq!(required, ["db", "tags", "why"], "{}", o.dump());
+        // The SDK parsed the request as a form elicitation and the client answered it.
+        assert_eq!(o.elicitation_requests().len(), 1, "{}", o.dump());
+
+        // The tool result the model gets next carries the answers.
+        let reqs = router.requests();
+        assert_eq!(reqs.len(), 2, "{action}\n{}", o.dump());
+        let results = reqs[1].tool_results();
+        assert_eq!(results.len(), 1, "{results:?}");
+        let result: Value = serde_json::from_str(&results[0])
+            .unwrap_or_else(|e| panic!("tool result is not JSON ({e}): {}", results[0]));
+        assert_eq!(result["data"]["answers"], want, "{action}: {result}");
+        let asked = o
+            .kind_in(2, "tool_call_update")
+            .into_iter()
+            .find(|u| u["rawOutput"]["tool"] == "ask_user")
+            .unwrap_or_else(|| panic!("no ask_user result\n{}", o.dump()));
+        assert_eq!(asked["status"], "completed", "{}", o.dump());
+        assert_eq!(
+            o.text_in(2, "agent_message_chunk"),
+            "Thanks.",
+            "{}",
+            o.dump()
+        );
+        o.assert_clean_allowing(&["elicitation/create"]);
+    }
+}

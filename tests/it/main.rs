@@ -22,6 +22,7 @@ mod fuzz_oracles;
 mod fuzz_props;
 mod headless_run;
 mod history_cache;
+mod host_fs;
 mod host_tools;
 mod interaction;
 mod lifecycle;

@@ -110,6 +110,11 @@ pub(crate) fn load_bytes(
     max_bytes: u64,
 ) -> Result<(Vec<u8>, std::path::PathBuf), ToolResult> {
     let (bytes, real) = load_disk_bytes(ws, path, max_bytes)?;
+    if !ctx.host_fs.read {
+        return Ok((bytes, real));
+    }
+    // An editor holds text: a binary or non-UTF-8 file is refused as it would be from disk.
+    check_text(&bytes, path)?;
     match super::host_io::read(ctx, &real, path, max_bytes) {
         Some(host) => Ok((host?, real)),
         None => Ok((bytes, real)),

@@ -342,6 +342,41 @@ impl Observed {
             })
     }
 
+    /// The client's fs requests `{step, method, sessionId, path, …, served}` (scenario `fs`).
+    pub fn fs_requests(&self) -> Vec<&Value> {
+        self.v["fsRequests"]
+            .as_array()
+            .map(|a| a.iter().collect())
+            .unwrap_or_default()
+    }
+
+    /// The fs requests for `method` (`fs/read_text_file`, `fs/write_text_file`).
+    pub fn fs_requests_of(&self, method: &str) -> Vec<&Value> {
+        self.fs_requests()
+            .into_iter()
+            .filter(|r| r["method"] == method)
+            .collect()
+    }
+
+    /// The `elicitation/create` requests as the client handled them (scenario `elicitation`).
+    pub fn elicitation_requests(&self) -> Vec<&Value> {
+        self.v["elicitationRequests"]
+            .as_array()
+            .map(|a| a.iter().collect())
+            .unwrap_or_default()
+    }
+
+    /// The raw params of every request the agent sent for `method`, in order.
+    pub fn agent_requests(&self, method: &str) -> Vec<&Value> {
+        self.v["agentRequests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["method"] == method)
+            .map(|r| &r["params"])
+            .collect()
+    }
+
     pub fn permission_requests(&self) -> Vec<&Value> {
         self.v["permissionRequests"]
             .as_array()
@@ -363,6 +398,12 @@ impl Observed {
     /// besides permissions (no fs/terminal: not advertised), it exited on its own with code 0
     /// once its stdin closed, and nothing it started is still running.
     pub fn assert_clean(&self) {
+        self.assert_clean_allowing(&[]);
+    }
+
+    /// `assert_clean`, for a client that advertised more: requests for `methods` (say
+    /// `fs/read_text_file`, `elicitation/create`) are allowed besides permissions.
+    pub fn assert_clean_allowing(&self, methods: &[&str]) {
         let v = &self.v;
         assert!(
             v.get("fatal").is_none(),
@@ -389,10 +430,10 @@ impl Observed {
             self.dump()
         );
         for r in v["agentRequests"].as_array().unwrap() {
-            assert_eq!(
-                r["method"],
-                "session/request_permission",
-                "an unexpected request to the client\n{}",
+            let m = r["method"].as_str().unwrap_or_default();
+            assert!(
+                m == "session/request_permission" || methods.contains(&m),
+                "an unexpected request to the client: {m}\n{}",
                 self.dump()
             );
         }
