@@ -10,12 +10,6 @@ export const PROTOCOL_VERSION = "0.1.0";
  * them.
  */
 export type AgentChild = {
-  streamId: string;
-  /**
-   * `child_spawned`, `child_completed`, `child_failed`, `child_cancelled`; orchestrated
-   * children also `child_interrupted`, `child_resumed`.
-   */
-  kind: string;
   /**
    * Lineage id, `0.1`, `0.2`, … (unique within the parent's chat).
    */
@@ -25,9 +19,14 @@ export type AgentChild = {
    */
   depth: number;
   /**
-   * The sub-task (`child_spawned`).
+   * Why it failed (`child_failed`).
    */
-  task?: string | null;
+  error?: string | null;
+  /**
+   * `child_spawned`, `child_completed`, `child_failed`, `child_cancelled`; orchestrated
+   * children also `child_interrupted`, `child_resumed`.
+   */
+  kind: string;
   /**
    * The profile that ran it (`general-purpose` when untyped).
    */
@@ -37,18 +36,19 @@ export type AgentChild = {
    */
   recordId?: string | null;
   /**
-   * The child's trace.
-   */
-  traceId?: string | null;
-  /**
    * The child turn's status (end kinds): `completed`, `failed`, `budget_exhausted`,
    * `cancelled`.
    */
   status?: string | null;
+  streamId: string;
   /**
-   * Why it failed (`child_failed`).
+   * The sub-task (`child_spawned`).
    */
-  error?: string | null;
+  task?: string | null;
+  /**
+   * The child's trace.
+   */
+  traceId?: string | null;
 };
 
 /**
@@ -56,20 +56,20 @@ export type AgentChild = {
  * are ISO-8601 UTC with milliseconds; absent optional fields are omitted.
  */
 export type AgentSession = {
-  sessionId: string;
-  userId: string;
-  projectId?: string | null;
   chatId: string;
+  createdAt: string;
   currentStage: string;
+  isActive: boolean;
   nextStage?: string | null;
+  projectId?: string | null;
   scenario?: string | null;
+  sessionId: string;
   /**
    * As given to `agent.session.create`.
    */
   stageData?: unknown;
-  isActive: boolean;
-  createdAt: string;
   updatedAt: string;
+  userId: string;
 };
 
 /**
@@ -90,6 +90,10 @@ export type ApplyEditsParams = {
  */
 export type ApplyEditsResult = {
   /**
+   * Number of edits applied (each counts once, even under `replaceAll`).
+   */
+  applied: number;
+  /**
    * The content after every edit.
    */
   content: string;
@@ -97,10 +101,6 @@ export type ApplyEditsResult = {
    * Unified diff, 3 context lines.
    */
   diff: string;
-  /**
-   * Number of edits applied (each counts once, even under `replaceAll`).
-   */
-  applied: number;
   /**
    * In file order.
    */
@@ -111,20 +111,20 @@ export type ApplyEditsResult = {
  * The host's answer to `approval.request`. Anything else fails closed (`deny_once`).
  */
 export type ApprovalAnswer = {
-  kind: ApprovalKind;
-  reason?: string | null;
   /**
    * Replacement arguments (allow kinds only), re-validated against the tool's schema.
    */
   amendment?: { [key: string]: unknown } | null;
+  kind: ApprovalKind;
+  reason?: string | null;
 };
 
 /**
  * `approval.clear` params: both filters optional (absent matches all).
  */
 export type ApprovalClearParams = {
-  toolName?: string | null;
   category?: string | null;
+  toolName?: string | null;
 };
 
 /**
@@ -169,39 +169,39 @@ export type ApprovalParam = {
  * `approval.request` params: a `local` or `destructive` call waiting for consent.
  */
 export type ApprovalRequest = {
-  toolName: string;
   arguments: unknown;
   /**
-   * The tool's mode: `local` or `destructive`.
+   * The model's call id (as in the `toolCall` chunk).
    */
-  mode: string;
+  callId: string;
   /**
    * What a remembered decision is keyed by: the mode, or for `bash` the command line's
    * program names joined by `,`.
    */
   category: string;
   /**
+   * The tool's mode: `local` or `destructive`.
+   */
+  mode: string;
+  /**
    * 0-based round of the turn.
    */
   round: number;
   streamId: string;
-  /**
-   * The model's call id (as in the `toolCall` chunk).
-   */
-  callId: string;
+  toolName: string;
 };
 
 /**
  * One stored approval rule (`approval.list`).
  */
 export type ApprovalRule = {
-  toolName: string;
   category: string;
+  createdAt: string;
   /**
    * `allow_always` or `deny_always`.
    */
   decision: string;
-  createdAt: string;
+  toolName: string;
 };
 
 /**
@@ -218,32 +218,32 @@ export type AskUserAnswer = {
  * One normalised `ask_user` question.
  */
 export type AskUserQuestion = {
-  id: string;
-  text: string;
   /**
    * At most 12 characters, derived from `text` when the model gave none.
    */
   header: string;
-  /**
-   * `select`, `text` or `password`.
-   */
-  type: string;
+  id: string;
+  multiSelect: boolean;
   /**
    * 2–4 options, for `select` only.
    */
   options?: string[] | null;
-  multiSelect: boolean;
   placeholder?: string | null;
+  text: string;
+  /**
+   * `select`, `text` or `password`.
+   */
+  type: string;
 };
 
 /**
  * `ask_user.request` params.
  */
 export type AskUserRequest = {
-  intro: string;
-  questions: AskUserQuestion[];
-  outro?: string | null;
   chatId?: string | null;
+  intro: string;
+  outro?: string | null;
+  questions: AskUserQuestion[];
   streamId: string;
 };
 
@@ -253,6 +253,11 @@ export type AskUserRequest = {
  * 60 characters ending in `…` when cut), or `(empty prefix)` when it kept no user text.
  */
 export type BranchNode = {
+  /**
+   * 0 at the root reached.
+   */
+  depth: number;
+  label: string;
   recordId: string;
   /**
    * Always present; null on a root.
@@ -262,29 +267,24 @@ export type BranchNode = {
    * Always present; null on a root.
    */
   sourceUntilSeq: number | null;
-  label: string;
-  /**
-   * 0 at the root reached.
-   */
-  depth: number;
 };
 
 /**
  * `agent.session.fork` result: the new record and where it branched off.
  */
 export type BranchPoint = {
+  label: string;
   recordId: string;
+  /**
+   * Messages in the new record's seed.
+   */
+  seedMessages: number;
   sourceRecordId: string;
   /**
    * `untilSeq`, the seq of the kept user message, or the source's last seq; null when the
    * source has no entries.
    */
   sourceUntilSeq: number | null;
-  label: string;
-  /**
-   * Messages in the new record's seed.
-   */
-  seedMessages: number;
 };
 
 /**
@@ -303,7 +303,6 @@ export type CatalogDescribeResult = {
  * One provider of the model catalog.
  */
 export type CatalogProvider = {
-  id: string;
   /**
    * Always present; null when the catalog names no endpoint.
    */
@@ -312,14 +311,15 @@ export type CatalogProvider = {
    * Environment variables the provider's key is usually found in.
    */
   envVars: string[];
-  /**
-   * `openai_compat`, `openai`, `anthropic`, `google`, …
-   */
-  wireKind: string;
+  id: string;
   /**
    * Sorted ids of its chat-capable models.
    */
   models: string[];
+  /**
+   * `openai_compat`, `openai`, `anthropic`, `google`, …
+   */
+  wireKind: string;
 };
 
 /**
@@ -333,59 +333,92 @@ export type CatalogStatus = "live" | "stale" | "offline";
  */
 export type ChatStreamParams = {
   /**
-   * `openai_compat` (`openai`, `openai-compatible`), `ollama`, or `scripted`.
+   * Not supported: refused unless null, false or empty.
    */
-  provider: string;
-  /**
-   * The model id (any string for `scripted`).
-   */
-  model?: string;
-  baseUrl?: string | null;
+  antiHallucination?: unknown;
   /**
    * Falls back to `OUTRIGGER_API_KEY`.
    */
   apiKey?: string | null;
+  approval?: ApprovalParam | null;
+  /**
+   * Offer `ask_user` (answered over `ask_user.request`).
+   */
+  askUser?: boolean | null;
+  baseUrl?: string | null;
+  budgetMaxToolCalls?: number | null;
+  budgetTokens?: number | null;
+  chatId?: string | null;
   /**
    * OpenAI-compatible wire quirks (`compat.describe` lists the keys).
    */
   compat?: { [key: string]: unknown } | null;
   /**
-   * `{enabled: bool}` or `{override: {…}}` (`presets.describe`).
+   * `all` (default) or `final`.
    */
-  presets?: unknown;
+  contentMode?: string | null;
   /**
-   * `scripted` provider: the model's turns inline (docs/scripted-provider.md).
+   * Absolute workspace directory for the file tools and bash.
    */
-  script?: unknown[] | null;
+  cwd?: string | null;
   /**
-   * `scripted` provider: a JSON Lines file of turns.
+   * `{network?, allowedHosts?, writableRoots?, requireFull?, requireBackend?, shell?,
+   * hostSpawn?}`.
    */
-  scriptPath?: string | null;
+  execSandbox?: { [key: string]: unknown } | null;
+  /**
+   * Seed the turn with the record and append `messages` (send only what is new).
+   */
+  fromRecord?: boolean | null;
+  /**
+   * File text through the host: `{read?, write?}` (both default false).
+   */
+  hostFs?: HostFsParam | null;
+  maxContextTokens?: number | null;
+  /**
+   * Provider requests at most (1–10000, default 80).
+   */
+  maxRounds?: number | null;
+  maxTokens?: number | null;
+  /**
+   * Consecutive failed tool results that end the turn (1–10000, default 16).
+   */
+  maxToolErrors?: number | null;
+  /**
+   * Stdio MCP servers for this turn (at most 16): their tools are the turn's as
+   * `mcp__<name>__<tool>`; closed when the turn ends. Ignored under `toolsViaHost`.
+   */
+  mcp?: McpServerEntry[] | null;
   /**
    * The conversation (the shape `agent.session.messages` returns); `[]` only with
    * `resume`. With `fromRecord`, only the new messages.
    */
   messages?: Message[] | null;
-  temperature?: number | null;
-  topP?: number | null;
-  maxTokens?: number | null;
   /**
-   * Checked against the model catalog.
+   * The model id (any string for `scripted`).
    */
-  reasoningEffort?: string | null;
+  model?: string;
+  /**
+   * `{enabled, maxDepth?, maxParallel?, childMaxRounds?}`: the six `agent_*` tools
+   * (`docs/agents.md`).
+   */
+  orchestration?: unknown;
+  /**
+   * `{enabled: bool}` or `{override: {…}}` (`presets.describe`).
+   */
+  presets?: unknown;
+  /**
+   * `openai_compat` (`openai`, `openai-compatible`), `ollama`, or `scripted`.
+   */
+  provider: string;
   /**
    * Passed through to the provider's request body.
    */
   providerOptions?: { [key: string]: unknown } | null;
   /**
-   * Accepted and ignored: every stream runs the CoreLoop.
+   * Checked against the model catalog.
    */
-  useCoreLoop?: boolean | null;
-  /**
-   * Default `str_<32 hex>`.
-   */
-  streamId?: string | null;
-  chatId?: string | null;
+  reasoningEffort?: string | null;
   /**
    * The durable record; default `chatId`, else the stream id.
    */
@@ -395,119 +428,86 @@ export type ChatStreamParams = {
    */
   resume?: boolean | null;
   /**
-   * Seed the turn with the record and append `messages` (send only what is new).
-   */
-  fromRecord?: boolean | null;
-  /**
-   * Provider requests at most (1–10000, default 80).
-   */
-  maxRounds?: number | null;
-  /**
-   * Consecutive failed tool results that end the turn (1–10000, default 16).
-   */
-  maxToolErrors?: number | null;
-  budgetTokens?: number | null;
-  budgetMaxToolCalls?: number | null;
-  softTimeoutMs?: number | null;
-  /**
-   * Per tool call (default 300000); also bounds host tool and ask_user waits.
-   */
-  toolTimeoutMs?: number | null;
-  /**
-   * `boundary` (default) or `interrupt`.
-   */
-  steerMode?: string | null;
-  maxContextTokens?: number | null;
-  /**
-   * `all` (default) or `final`.
-   */
-  contentMode?: string | null;
-  streamRawChunks?: boolean | null;
-  systemPrompt?: string | null;
-  /**
-   * Absolute workspace directory for the file tools and bash.
-   */
-  cwd?: string | null;
-  /**
-   * `full` (default), `minimal` or `progressive`.
-   */
-  toolsStrategy?: string | null;
-  /**
-   * `{network?, allowedHosts?, writableRoots?, requireFull?, requireBackend?, shell?,
-   * hostSpawn?}`.
-   */
-  execSandbox?: { [key: string]: unknown } | null;
-  /**
-   * The file tools' read-state session; default the record id.
-   */
-  sessionId?: string | null;
-  /**
-   * Host tool descriptors (OpenAI function shape, optional `mode`); needs `toolsViaHost`.
-   */
-  tools?: unknown[] | null;
-  toolsViaHost?: boolean | null;
-  /**
-   * Merged into every reverse `tool.invoke` context.
-   */
-  toolContext?: { [key: string]: unknown } | null;
-  approval?: ApprovalParam | null;
-  /**
-   * Offer `ask_user` (answered over `ask_user.request`).
-   */
-  askUser?: boolean | null;
-  /**
    * Offer `run_code` this turn (a Python program whose tool calls run in one round, in the
    * sandbox; `docs/run-code.md`), also when the config leaves it off.
    */
   runCode?: boolean | null;
   /**
-   * `agent.chat.fork`: cut the source record after this seq.
+   * `scripted` provider: the model's turns inline (docs/scripted-provider.md).
    */
-  untilSeq?: number | null;
+  script?: unknown[] | null;
+  /**
+   * `scripted` provider: a JSON Lines file of turns.
+   */
+  scriptPath?: string | null;
+  /**
+   * The file tools' read-state session; default the record id.
+   */
+  sessionId?: string | null;
+  /**
+   * Not supported: refused unless null, false or empty.
+   */
+  skills?: unknown;
+  softTimeoutMs?: number | null;
+  /**
+   * `boundary` (default) or `interrupt`.
+   */
+  steerMode?: string | null;
+  /**
+   * Default `str_<32 hex>`.
+   */
+  streamId?: string | null;
+  streamRawChunks?: boolean | null;
+  /**
+   * Sub-agents are not built: `false` is accepted, an object is refused.
+   */
+  subagent?: unknown;
+  systemPrompt?: string | null;
+  temperature?: number | null;
+  /**
+   * Merged into every reverse `tool.invoke` context.
+   */
+  toolContext?: { [key: string]: unknown } | null;
+  /**
+   * Per tool call (default 300000); also bounds host tool and ask_user waits.
+   */
+  toolTimeoutMs?: number | null;
+  /**
+   * Host tool descriptors (OpenAI function shape, optional `mode`); needs `toolsViaHost`.
+   */
+  tools?: unknown[] | null;
+  /**
+   * `full` (default), `minimal` or `progressive`.
+   */
+  toolsStrategy?: string | null;
+  toolsViaHost?: boolean | null;
+  topP?: number | null;
   /**
    * `agent.chat.fork` from a trace: refused (pass `recordId`).
    */
   traceId?: string | null;
   /**
-   * File text through the host: `{read?, write?}` (both default false).
+   * `agent.chat.fork`: cut the source record after this seq.
    */
-  hostFs?: HostFsParam | null;
+  untilSeq?: number | null;
   /**
-   * Stdio MCP servers for this turn (at most 16): their tools are the turn's as
-   * `mcp__<name>__<tool>`; closed when the turn ends. Ignored under `toolsViaHost`.
+   * Accepted and ignored: every stream runs the CoreLoop.
    */
-  mcp?: McpServerEntry[] | null;
-  /**
-   * `{enabled, maxDepth?, maxParallel?, childMaxRounds?}`: the six `agent_*` tools
-   * (`docs/agents.md`).
-   */
-  orchestration?: unknown;
-  /**
-   * Not supported: refused unless null, false or empty.
-   */
-  skills?: unknown;
+  useCoreLoop?: boolean | null;
   /**
    * Not supported: refused unless null, false or empty.
    */
   worldState?: unknown;
-  /**
-   * Not supported: refused unless null, false or empty.
-   */
-  antiHallucination?: unknown;
-  /**
-   * Sub-agents are not built: `false` is accepted, an object is refused.
-   */
-  subagent?: unknown;
 };
 
 /**
  * Sub-agents' share of a turn's usage.
  */
 export type ChildUsage = {
-  promptTokens: number;
-  completionTokens: number;
-  totalTokens: number;
   cachedPromptTokens: number;
+  completionTokens: number;
+  promptTokens: number;
+  totalTokens: number;
 };
 
 /**
@@ -530,22 +530,22 @@ export type CompatDescribeResult = {
  */
 export type CompatFlagDoc = {
   /**
-   * The key in `compat` (camelCase).
+   * The reference (OpenAI) value, of the type `kind` names.
    */
-  key: string;
+  default: unknown;
+  description: string;
   /**
    * The same flag in snake_case.
    */
   field: string;
   /**
+   * The key in `compat` (camelCase).
+   */
+  key: string;
+  /**
    * `bool`, `string`, `string-list` or `enum:<value>,<value>…`.
    */
   kind: string;
-  /**
-   * The reference (OpenAI) value, of the type `kind` names.
-   */
-  default: unknown;
-  description: string;
 };
 
 /**
@@ -566,11 +566,11 @@ export type ConfigGetParams = {
  * `config.get` result.
  */
 export type ConfigGetResult = {
-  logLevel: string;
   gracePeriodSeconds: number;
-  version: string;
-  protocolVersion: string;
+  logLevel: string;
   merged?: { [key: string]: ConfigValue } | null;
+  protocolVersion: string;
+  version: string;
 };
 
 /**
@@ -584,11 +584,11 @@ export type ConfigSetParams = {
 };
 
 export type ConfigValue = {
-  value: unknown;
   /**
    * `default`, `file`, `profile`, `env`, `cli`, `override` or `managed`.
    */
   source: string;
+  value: unknown;
 };
 
 /**
@@ -610,6 +610,12 @@ export type DebugEchoResult = unknown;
  * `debug.record.append` params: one message for a history record.
  */
 export type DebugRecordAppendParams = {
+  content: unknown;
+  /**
+   * The entry kind when it differs from the role: `steer.inject`, `skills.catalog` or
+   * `loop.<name>`.
+   */
+  kind?: string | null;
   /**
    * The record (created on its first append); not blank.
    */
@@ -618,12 +624,6 @@ export type DebugRecordAppendParams = {
    * `system`, `user`, `assistant` or `tool`.
    */
   role: string;
-  content: unknown;
-  /**
-   * The entry kind when it differs from the role: `steer.inject`, `skills.catalog` or
-   * `loop.<name>`.
-   */
-  kind?: string | null;
   tokenEstimate?: number;
 };
 
@@ -645,17 +645,17 @@ export type DebugReverseError = {
    * The host's error code; only when the host answered with an error.
    */
   code?: number | null;
-  message: string;
-  /**
-   * `timeout`, `cancelled`, `transport_closed`, or the host error's `kind` (its own or
-   * its `data.kind`; `null` when it named none).
-   */
-  kind?: string | null;
   /**
    * The host error's `data` (`null` when it sent none); only when the host answered
    * with an error.
    */
   data?: unknown;
+  /**
+   * `timeout`, `cancelled`, `transport_closed`, or the host error's `kind` (its own or
+   * its `data.kind`; `null` when it named none).
+   */
+  kind?: string | null;
+  message: string;
 };
 
 /**
@@ -707,11 +707,11 @@ export type DebugSleepResult = {
  */
 export type EditMatch = {
   level: EditMatchLevel;
+  oldLineCount: number;
   /**
    * 0-based line index of the match start.
    */
   startLine: number;
-  oldLineCount: number;
 };
 
 /**
@@ -725,34 +725,34 @@ export type EditMatchLevel = "exact" | "trim" | "unicode";
  */
 export type ExecSandboxRequest = {
   /**
-   * Network on or off (default: the config's `sandbox_network`).
-   */
-  network?: boolean | null;
-  /**
    * Reported only: hosts are not enforced one by one.
    */
   allowedHosts?: string[] | null;
-  /**
-   * Absolute directories writable besides the workspace.
-   */
-  writableRoots?: string[] | null;
-  /**
-   * Refuse to run unless enforcement is `full`.
-   */
-  requireFull?: boolean;
-  /**
-   * Refuse to run unless this backend (`landlock`) applies.
-   */
-  requireBackend?: string | null;
-  /**
-   * Accepted for parity with the reference; the Linux backend does not depend on it.
-   */
-  shell?: unknown;
   /**
    * `bash` asks the host to run the command (reverse `host.process.spawn`) under the
    * host's own confinement instead of spawning it here.
    */
   hostSpawn?: boolean;
+  /**
+   * Network on or off (default: the config's `sandbox_network`).
+   */
+  network?: boolean | null;
+  /**
+   * Refuse to run unless this backend (`landlock`) applies.
+   */
+  requireBackend?: string | null;
+  /**
+   * Refuse to run unless enforcement is `full`.
+   */
+  requireFull?: boolean;
+  /**
+   * Accepted for parity with the reference; the Linux backend does not depend on it.
+   */
+  shell?: unknown;
+  /**
+   * Absolute directories writable besides the workspace.
+   */
+  writableRoots?: string[] | null;
 };
 
 /**
@@ -760,13 +760,13 @@ export type ExecSandboxRequest = {
  */
 export type FsReadTextRequest = {
   /**
-   * Absolute, inside the workspace (checked before the request).
-   */
-  path: string;
-  /**
    * `callId` plus the turn's `chatId?`, `streamId`, `recordId`, `round`.
    */
   context: { [key: string]: unknown };
+  /**
+   * Absolute, inside the workspace (checked before the request).
+   */
+  path: string;
 };
 
 /**
@@ -780,12 +780,12 @@ export type FsReadTextResult = {
  * `fs.write_text` params: a file tool writes a file's whole text under `hostFs.write`.
  */
 export type FsWriteTextRequest = {
-  path: string;
   content: string;
   /**
    * `callId` plus the turn's `chatId?`, `streamId`, `recordId`, `round`.
    */
   context: { [key: string]: unknown };
+  path: string;
 };
 
 /**
@@ -799,23 +799,23 @@ export type FsWriteTextResult = { [key: string]: unknown } | null;
  */
 export type HarnessAvailable = {
   context: HarnessImpl[];
-  retry: HarnessImpl[];
-  validator: HarnessImpl[];
-  tools: HarnessImpl[];
   memory: HarnessImpl[];
   orchestration: HarnessImpl[];
+  retry: HarnessImpl[];
+  tools: HarnessImpl[];
+  validator: HarnessImpl[];
 };
 
 /**
  * One implementation chosen in the default assembly.
  */
 export type HarnessChoice = {
+  assumes: string;
   impl: string;
   /**
    * The implementation's parameters (`{}` when it has none).
    */
   params: { [key: string]: unknown };
-  assumes: string;
 };
 
 /**
@@ -824,30 +824,30 @@ export type HarnessChoice = {
  */
 export type HarnessDefault = {
   context: HarnessChoice[];
-  retry: HarnessChoice[];
-  validator: HarnessChoice[];
-  tools: HarnessChoice;
   memory: HarnessChoice;
   orchestration: HarnessChoice;
+  retry: HarnessChoice[];
+  tools: HarnessChoice;
+  validator: HarnessChoice[];
 };
 
 /**
  * `harness.describe` result: the vocabulary a turn's behaviour is assembled from.
  */
 export type HarnessDescription = {
-  default: HarnessDefault;
   available: HarnessAvailable;
+  default: HarnessDefault;
 };
 
 /**
  * One implementation of a harness dimension.
  */
 export type HarnessImpl = {
-  impl: string;
   /**
    * One sentence: what the implementation assumes.
    */
   assumes: string;
+  impl: string;
   /**
    * True only for what this binary really does.
    */
@@ -855,8 +855,8 @@ export type HarnessImpl = {
 };
 
 export type HealthCheck = {
-  status: string;
   message?: string | null;
+  status: string;
 };
 
 /**
@@ -875,13 +875,13 @@ export type HostFsParam = {
  */
 export type HostSpawnRequest = {
   command: string;
-  cwd: string;
-  timeoutMs: number;
-  policy: SpawnPolicy;
   /**
    * `callId` plus the turn's `chatId?`, `streamId`, `recordId`, `round`.
    */
   context: { [key: string]: unknown };
+  cwd: string;
+  policy: SpawnPolicy;
+  timeoutMs: number;
 };
 
 /**
@@ -892,23 +892,23 @@ export type HostSpawnResult = {
    * `null` when the command did not finish.
    */
   exitCode?: number | null;
-  stdout?: string;
-  stderr?: string;
-  truncated?: boolean | null;
   /**
    * `{backend, enforcement: full|partial|none}` as the host applied it.
    */
   sandbox?: { [key: string]: unknown } | null;
+  stderr?: string;
+  stdout?: string;
+  truncated?: boolean | null;
 };
 
 /**
  * `lifecycle.ready` params: the first frame on stdout.
  */
 export type LifecycleReady = {
-  version: string;
-  protocolVersion: string;
-  pid: number;
   listenInfo: ListenInfo;
+  pid: number;
+  protocolVersion: string;
+  version: string;
 };
 
 /**
@@ -923,29 +923,29 @@ export type LifecycleShutdown = {
  * `:free`-style suffixes).
  */
 export type ListedModel = {
+  capabilities: Capabilities;
   id: string;
+  /**
+   * Always present: the catalog provider the row was joined to, or null.
+   */
+  joinedFrom: string | null;
+  modalities: Modalities;
   /**
    * The gateway's name, else the id.
    */
   name: string;
   /**
-   * Tokens: the gateway's advertised window, else the catalog's, else 60000.
+   * Always present: the gateway's pricing, else the catalog's, else null.
    */
-  window: number;
-  modalities: Modalities;
+  pricing: ModelPricing | null;
   /**
    * `reasoningEffort` values the model accepts; empty when it has no such knob.
    */
   reasoningLevels: string[];
   /**
-   * Always present: the gateway's pricing, else the catalog's, else null.
+   * Tokens: the gateway's advertised window, else the catalog's, else 60000.
    */
-  pricing: ModelPricing | null;
-  /**
-   * Always present: the catalog provider the row was joined to, or null.
-   */
-  joinedFrom: string | null;
-  capabilities: Capabilities;
+  window: number;
 };
 
 export type ListenInfo = {
@@ -977,68 +977,68 @@ export type McpListResult = {
  * One per-turn MCP server (`mcp` of `agent.chat.stream`).
  */
 export type McpServerEntry = {
-  /**
-   * Tools are named `mcp__<name>__<tool>`; defaults to the command's file name. Characters
-   * outside `[A-Za-z0-9_-]` become `_`.
-   */
-  name?: string | null;
+  args?: string[] | null;
   /**
    * The program that runs the server (no shell).
    */
   command: string;
-  args?: string[] | null;
+  /**
+   * Relative to the turn's `cwd`.
+   */
+  cwd?: string | null;
   /**
    * Added to the server's environment (which has no secret-looking variables otherwise).
    */
   env?: { [key: string]: string } | null;
   /**
-   * Relative to the turn's `cwd`.
+   * Tools are named `mcp__<name>__<tool>`; defaults to the command's file name. Characters
+   * outside `[A-Za-z0-9_-]` become `_`.
    */
-  cwd?: string | null;
+  name?: string | null;
 };
 
 /**
  * A configured MCP server (`mcp_servers`) as `mcp.list` reports it.
  */
 export type McpServerInfo = {
+  /**
+   * Why it failed, or how it last crashed.
+   */
+  error?: string | null;
   name: string;
-  /**
-   * `stdio` or `http` (Streamable HTTP).
-   */
-  transport: string;
-  /**
-   * The command (stdio) or the URL (http).
-   */
-  target: string;
-  /**
-   * `idle` (not started yet), `starting`, `running`, `failed` or `closed`.
-   */
-  state: string;
   /**
    * Restarts after crashes so far (at most one).
    */
   restarts: number;
   /**
-   * Why it failed, or how it last crashed.
+   * `idle` (not started yet), `starting`, `running`, `failed` or `closed`.
    */
-  error?: string | null;
+  state: string;
+  /**
+   * The command (stdio) or the URL (http).
+   */
+  target: string;
   /**
    * Its tools as registered (empty unless running).
    */
   tools: McpToolInfo[];
+  /**
+   * `stdio` or `http` (Streamable HTTP).
+   */
+  transport: string;
 };
 
 /**
  * One tool of a configured MCP server.
  */
 export type McpToolInfo = {
+  description: string;
+  exposure: ToolExposure;
+  mode: ToolMode;
   /**
    * Our name, `mcp__<server>__<tool>`.
    */
   name: string;
-  description: string;
-  mode: ToolMode;
-  exposure: ToolExposure;
 };
 
 /**
@@ -1049,11 +1049,6 @@ export type McpToolInfo = {
  */
 export type Message = {
   /**
-   * The record's seq on output (`agent.session.messages`); accepted and ignored on input.
-   */
-  seq?: number | null;
-  role: Role;
-  /**
    * Required on `system`, `user` (unless `parts` carries the content) and `tool`
    * messages; an `assistant` turn with `toolCalls` may leave it empty or `null`. Always a
    * string on output.
@@ -1061,13 +1056,9 @@ export type Message = {
   content?: string | null;
   name?: string | null;
   /**
-   * The call a `tool` message answers (required there).
+   * Multi-part user content (text and images).
    */
-  toolCallId?: string | null;
-  /**
-   * The calls an `assistant` turn made.
-   */
-  toolCalls?: MessageToolCall[];
+  parts?: MessagePart[];
   /**
    * The model's reasoning on this (assistant) turn, echoed back per the compat flags.
    */
@@ -1076,10 +1067,19 @@ export type Message = {
    * OpenRouter's structured reasoning, echoed back verbatim on tool-call turns.
    */
   reasoningDetails?: unknown;
+  role: Role;
   /**
-   * Multi-part user content (text and images).
+   * The record's seq on output (`agent.session.messages`); accepted and ignored on input.
    */
-  parts?: MessagePart[];
+  seq?: number | null;
+  /**
+   * The call a `tool` message answers (required there).
+   */
+  toolCallId?: string | null;
+  /**
+   * The calls an `assistant` turn made.
+   */
+  toolCalls?: MessageToolCall[];
 };
 
 /**
@@ -1087,16 +1087,16 @@ export type Message = {
  */
 export type MessagePart = {
   /**
-   * `text` or `image`.
-   */
-  type: string;
-  text?: string | null;
-  url?: string | null;
-  /**
    * Base64 image bytes (sent as a `data:` URL with `mediaType`).
    */
   data?: string | null;
   mediaType?: string | null;
+  text?: string | null;
+  /**
+   * `text` or `image`.
+   */
+  type: string;
+  url?: string | null;
 };
 
 /**
@@ -1104,8 +1104,6 @@ export type MessagePart = {
  * In `messages[].toolCalls` unknown keys are refused, like the message's own.
  */
 export type MessageToolCall = {
-  id: string;
-  name: string;
   /**
    * The parsed arguments; when they were not valid JSON, the raw text as a string
    * (and `argumentsError` says why) so the loop can answer with a recoverable error.
@@ -1116,6 +1114,8 @@ export type MessageToolCall = {
    * Vendor data that must be echoed with the call on replay (Gemini `thought_signature`).
    */
   extraContent?: unknown;
+  id: string;
+  name: string;
 };
 
 /**
@@ -1130,9 +1130,9 @@ export type Modalities = {
  * USD per million tokens.
  */
 export type ModelPricing = {
-  promptPerMtok: number;
-  completionPerMtok: number;
   cachedPerMtok?: number | null;
+  completionPerMtok: number;
+  promptPerMtok: number;
 };
 
 /**
@@ -1140,13 +1140,13 @@ export type ModelPricing = {
  */
 export type ModelsListParams = {
   /**
-   * An http(s) URL; falls back to `OUTRIGGER_BASE_URL` (one of the two is required).
-   */
-  baseUrl?: string | null;
-  /**
    * Falls back to `OUTRIGGER_API_KEY`.
    */
   apiKey?: string | null;
+  /**
+   * An http(s) URL; falls back to `OUTRIGGER_BASE_URL` (one of the two is required).
+   */
+  baseUrl?: string | null;
   /**
    * `anthropic` (`/v1/models` with `x-api-key`) or `google` (`x-goog-api-key`); anything
    * else lists `{baseUrl}/models` with a bearer key.
@@ -1162,19 +1162,19 @@ export type ModelsListParams = {
  * `models.list` result.
  */
 export type ModelsListResult = {
-  /**
-   * In the gateway's listing order (a `{id: row}` map comes in id order).
-   */
-  models: ListedModel[];
   catalogStatus: CatalogStatus;
+  /**
+   * Why the fetch failed (`stale` and `offline` only).
+   */
+  error?: string | null;
   /**
    * When the listing served was fetched (absent when `offline`).
    */
   fetchedAt?: string | null;
   /**
-   * Why the fetch failed (`stale` and `offline` only).
+   * In the gateway's listing order (a `{id: row}` map comes in id order).
    */
-  error?: string | null;
+  models: ListedModel[];
 };
 
 /**
@@ -1195,20 +1195,20 @@ export type Notice = {
  * A loaded plugin (`plugin.list`, `plugin.enable`, …).
  */
 export type PluginInfo = {
+  /**
+   * Whether its tools are registered now.
+   */
+  enabled: boolean;
   name: string;
   /**
    * The manifest file's path.
    */
   origin: string;
+  reloadable: boolean;
   /**
    * The tool names the manifest declares.
    */
   tools: string[];
-  /**
-   * Whether its tools are registered now.
-   */
-  enabled: boolean;
-  reloadable: boolean;
 };
 
 /**
@@ -1247,21 +1247,21 @@ export type PluginToolsDescribeResult = {
  */
 export type PresetRow = {
   /**
+   * Extra request body members (e.g. `top_k`).
+   */
+  extraBody: { [key: string]: unknown } | null;
+  /**
    * A base URL substring, or `*` for any base URL.
    */
   host: string;
+  maxTokens: number | null;
   /**
    * Matched against the model id's final path segment, lowercased.
    */
   modelPrefix: string;
+  reasoningEffort: string | null;
   temperature: number | null;
   topP: number | null;
-  maxTokens: number | null;
-  reasoningEffort: string | null;
-  /**
-   * Extra request body members (e.g. `top_k`).
-   */
-  extraBody: { [key: string]: unknown } | null;
 };
 
 /**
@@ -1296,14 +1296,14 @@ export type PresetsResolveResult = {
  */
 export type ProcessLimitDescription = {
   /**
+   * `sandbox_max_processes`: processes and threads at once, the launcher's included.
+   */
+  max: number;
+  /**
    * `cgroup_v2` or `cgroup_v1` (a per-command pids cgroup, `pids.max`), `rlimit`
    * (`RLIMIT_NPROC` in the command's user namespace) or `none`.
    */
   mechanism: string;
-  /**
-   * `sandbox_max_processes`: processes and threads at once, the launcher's included.
-   */
-  max: number;
 };
 
 /**
@@ -1311,9 +1311,9 @@ export type ProcessLimitDescription = {
  */
 export type RawChunkFrame = {
   contentDelta?: string | null;
+  finishReason?: string | null;
   reasoningDelta?: string | null;
   toolCallDelta?: ToolCallChunk | null;
-  finishReason?: string | null;
 };
 
 /**
@@ -1341,26 +1341,26 @@ export type RecordRef = {
  * One `plugin.tools.describe` row: everything the router knows about a registered tool.
  */
 export type RegisteredTool = {
-  name: string;
-  description: string;
   /**
-   * The tool's arguments as a JSON Schema.
+   * Whether the loop may run it beside other calls of the same round.
    */
-  schema: unknown;
-  mode: ToolMode;
+  concurrencySafe: boolean;
+  description: string;
   exposure: ToolExposure;
+  mode: ToolMode;
+  name: string;
+  /**
+   * The plugin that registered it; `null` for built-ins (always present).
+   */
+  plugin?: string | null;
   /**
    * Whether `tool.invoke` needs `consentGranted: true`.
    */
   requireConsent: boolean;
   /**
-   * Whether the loop may run it beside other calls of the same round.
+   * The tool's arguments as a JSON Schema.
    */
-  concurrencySafe: boolean;
-  /**
-   * The plugin that registered it; `null` for built-ins (always present).
-   */
-  plugin?: string | null;
+  schema: unknown;
 };
 
 /**
@@ -1390,26 +1390,26 @@ export type Role = "system" | "user" | "assistant" | "tool";
  */
 export type RpcErrorObject = {
   code: number;
-  message: string;
-  /**
-   * Same as `data.kind`; kept top-level for hosts of the reference implementation.
-   */
-  kind: string;
   /**
    * Always carries `kind`; `-32601` adds `method`.
    */
   data: { [key: string]: unknown };
+  /**
+   * Same as `data.kind`; kept top-level for hosts of the reference implementation.
+   */
+  kind: string;
+  message: string;
 };
 
 /**
  * A preset's fields; only the ones it sets are present.
  */
 export type SamplingPreset = {
-  temperature?: number | null;
-  topP?: number | null;
+  extraBody?: { [key: string]: unknown } | null;
   maxTokens?: number | null;
   reasoningEffort?: string | null;
-  extraBody?: { [key: string]: unknown } | null;
+  temperature?: number | null;
+  topP?: number | null;
 };
 
 /**
@@ -1417,13 +1417,13 @@ export type SamplingPreset = {
  */
 export type SandboxDescribeParams = {
   /**
-   * Default: the config's `sandbox_network`.
-   */
-  network?: boolean | null;
-  /**
    * Reported only: hosts are not enforced one by one, so any network is `partial`.
    */
   allowedHosts?: string[];
+  /**
+   * Default: the config's `sandbox_network`.
+   */
+  network?: boolean | null;
   /**
    * Accepted and ignored (the Linux backend does not depend on the shell).
    */
@@ -1474,13 +1474,13 @@ export type SandboxMarker = {
  */
 export type SessionBranchesResult = {
   /**
-   * Root → the record.
-   */
-  lineage: BranchNode[];
-  /**
    * The record's direct forks, oldest first.
    */
   children: BranchNode[];
+  /**
+   * Root → the record.
+   */
+  lineage: BranchNode[];
   /**
    * The walk up stopped after 32 ancestors before reaching a root.
    */
@@ -1497,31 +1497,31 @@ export type SessionCreateParams = {
    */
   chatId: string;
   /**
-   * Default `sess_<32 hex>`; not blank when given.
-   */
-  sessionId?: string | null;
-  /**
-   * Default `local`.
-   */
-  userId?: string | null;
-  projectId?: string | null;
-  /**
    * Default `plan`.
    */
   currentStage?: string | null;
+  /**
+   * Default `true`.
+   */
+  isActive?: boolean | null;
   nextStage?: string | null;
+  projectId?: string | null;
   /**
    * Default `agent-entry`.
    */
   scenario?: string | null;
   /**
+   * Default `sess_<32 hex>`; not blank when given.
+   */
+  sessionId?: string | null;
+  /**
    * Any JSON, stored as given.
    */
   stageData?: unknown;
   /**
-   * Default `true`.
+   * Default `local`.
    */
-  isActive?: boolean | null;
+  userId?: string | null;
 };
 
 /**
@@ -1530,6 +1530,22 @@ export type SessionCreateParams = {
  */
 export type SessionForkParams = {
   /**
+   * Keep up to and including the last user message (the fork re-asks it).
+   */
+  beforeLastUser?: boolean;
+  /**
+   * Keep up to and including user message N (0-based).
+   */
+  beforeUserIndex?: number | null;
+  /**
+   * Default: the last user message kept (at most 60 characters).
+   */
+  label?: string | null;
+  /**
+   * Default `<recordId>:fork:<12 hex>`; must not name an existing record.
+   */
+  newRecordId?: string | null;
+  /**
    * The source record (not blank).
    */
   recordId: string;
@@ -1537,34 +1553,18 @@ export type SessionForkParams = {
    * Keep the messages with `seq ≤ untilSeq`.
    */
   untilSeq?: number | null;
-  /**
-   * Keep up to and including user message N (0-based).
-   */
-  beforeUserIndex?: number | null;
-  /**
-   * Keep up to and including the last user message (the fork re-asks it).
-   */
-  beforeLastUser?: boolean;
-  /**
-   * Default `<recordId>:fork:<12 hex>`; must not name an existing record.
-   */
-  newRecordId?: string | null;
-  /**
-   * Default: the last user message kept (at most 60 characters).
-   */
-  label?: string | null;
 };
 
 /**
  * `agent.session.list` params (all optional; omitted params list every session).
  */
 export type SessionListParams = {
-  userId?: string | null;
-  chatId?: string | null;
   /**
    * Only sessions with `isActive: true`.
    */
   activeOnly?: boolean;
+  chatId?: string | null;
+  userId?: string | null;
 };
 
 /**
@@ -1578,8 +1578,8 @@ export type SessionListResult = AgentSession[];
  * `messages`, each with its `seq` (a seeded message carries the seed's).
  */
 export type SessionMessagesResult = {
-  recordId: string;
   messages: Message[];
+  recordId: string;
 };
 
 /**
@@ -1593,6 +1593,7 @@ export type SessionResumeParams = {
  * `agent.session.tree` result: the whole family of `recordId`, from its root, breadth first.
  */
 export type SessionTreeResult = {
+  nodeCount: number;
   /**
    * As asked.
    */
@@ -1601,7 +1602,6 @@ export type SessionTreeResult = {
    * The family root.
    */
   tree: TreeNode;
-  nodeCount: number;
   /**
    * The family was cut at depth 32 or 500 nodes.
    */
@@ -1614,14 +1614,16 @@ export type ShutdownReason = "normal" | "eof";
  * Reply of `system.ping`; also the payload of the `__SIDECAR_READY__:` stderr marker.
  */
 export type SidecarHealth = {
-  /**
-   * `ok` once the process serves requests.
-   */
-  status: string;
-  version: string;
-  protocolVersion: string;
-  uptimeMs: number;
+  activeTraces: number;
+  checks: { [key: string]: HealthCheck };
+  loadedProviders: string[];
+  loadedTools: number;
   pid: number;
+  /**
+   * `linux-x86_64` style.
+   */
+  platform: string;
+  protocolVersion: string;
   /**
    * Version of the `python3` that `run_code` uses, or null when none was found (or not yet probed).
    */
@@ -1632,47 +1634,45 @@ export type SidecarHealth = {
   runtime: string;
   rustVersion: string;
   /**
-   * `linux-x86_64` style.
+   * `ok` once the process serves requests.
    */
-  platform: string;
-  loadedProviders: string[];
-  loadedTools: number;
-  activeTraces: number;
-  checks: { [key: string]: HealthCheck };
+  status: string;
+  uptimeMs: number;
+  version: string;
 };
 
 /**
  * One `skills.list` row.
  */
 export type SkillInfo = {
-  name: string;
-  /**
-   * `name` when the front-matter has none.
-   */
-  displayName: string;
-  description: string;
-  /**
-   * Default 500; rows are ordered by priority, highest first, then by name.
-   */
-  priority: number;
-  tags: string[];
   conditions: string[];
-  match: SkillMatch;
-  layer: SkillLayer;
-  modelInvocable: boolean;
   /**
    * The body after the front-matter, with `{scripts}` replaced by the skill's `scripts`
    * directory.
    */
   content: string;
+  description: string;
   /**
    * The skill's directory name within its root.
    */
   dirName: string;
   /**
+   * `name` when the front-matter has none.
+   */
+  displayName: string;
+  layer: SkillLayer;
+  match: SkillMatch;
+  modelInvocable: boolean;
+  name: string;
+  /**
+   * Default 500; rows are ordered by priority, highest first, then by name.
+   */
+  priority: number;
+  /**
    * The absolute root the skill came from.
    */
   skillsDir: string;
+  tags: string[];
 };
 
 /**
@@ -1690,11 +1690,6 @@ export type SkillMatch = "any" | "all";
  */
 export type SkillsListParams = {
   /**
-   * Directories holding skill folders (each with a `SKILL.md`): 1 to 32, each must exist.
-   * Later roots override earlier ones by skill name.
-   */
-  roots: string[];
-  /**
    * The request's conditions, matched against each skill's `conditions`.
    */
   conditions?: string[];
@@ -1706,6 +1701,11 @@ export type SkillsListParams = {
    * List every skill whatever its conditions.
    */
   ignoreConditions?: boolean;
+  /**
+   * Directories holding skill folders (each with a `SKILL.md`): 1 to 32, each must exist.
+   * Later roots override earlier ones by skill name.
+   */
+  roots: string[];
 };
 
 /**
@@ -1721,16 +1721,15 @@ export type SkillsListResult = {
  * The confinement the sidecar would have applied (`host.process.spawn`).
  */
 export type SpawnPolicy = {
-  writableRoots: string[];
-  network: boolean;
   allowedHosts: string[];
+  network: boolean;
+  writableRoots: string[];
 };
 
 /**
  * `agent.chat.steer` params.
  */
 export type SteerParams = {
-  streamId: string;
   /**
    * The message to steer with (not blank).
    */
@@ -1739,6 +1738,7 @@ export type SteerParams = {
    * Refused when set (approvals come from `approval.request`).
    */
   execPolicy?: unknown;
+  streamId: string;
 };
 
 /**
@@ -1756,48 +1756,48 @@ export type SteerResult = {
  * `stream.chunk`: `streamId` and exactly one payload.
  */
 export type StreamChunk = {
-  streamId: string;
   /**
    * Display text (pseudo tool-call markup stripped).
    */
   delta?: string | null;
-  reasoningDelta?: string | null;
-  toolCall?: ToolCallChunk | null;
-  toolResult?: ToolResultChunk | null;
   notice?: Notice | null;
   rawChunk?: RawChunkFrame | null;
+  reasoningDelta?: string | null;
+  streamId: string;
+  toolCall?: ToolCallChunk | null;
+  toolResult?: ToolResultChunk | null;
 };
 
 /**
  * `stream.done`: exactly one per stream, last.
  */
 export type StreamDone = {
-  streamId: string;
+  cancelled?: boolean | null;
   /**
    * `status == "completed"`.
    */
   ok: boolean;
+  reason: string;
+  recordId: string;
   /**
    * `completed`, `failed`, `budget_exhausted` or `cancelled`.
    */
   status: string;
-  reason: string;
+  streamId: string;
   traceId: string;
-  recordId: string;
   usage: UsageReport;
-  cancelled?: boolean | null;
 };
 
 /**
  * `stream.error`: a terminal failure, before its `stream.done`.
  */
 export type StreamError = {
-  streamId: string;
   /**
    * `LoopError`.
    */
   kind: string;
   message: string;
+  streamId: string;
   traceId: string;
 };
 
@@ -1812,15 +1812,15 @@ export type StreamRef = {
  * The answer to `agent.chat.stream` / `agent.chat.fork`.
  */
 export type StreamStarted = {
-  streamId: string;
-  /**
-   * Forks only: messages in the new record's seed plus the ones sent.
-   */
-  seedMessages?: number | null;
   /**
    * Forks only: the new record.
    */
   recordId?: string | null;
+  /**
+   * Forks only: messages in the new record's seed plus the ones sent.
+   */
+  seedMessages?: number | null;
+  streamId: string;
 };
 
 /**
@@ -1828,20 +1828,24 @@ export type StreamStarted = {
  */
 export type TextEdit = {
   /**
+   * Replacement text, inserted verbatim.
+   */
+  newText: string;
+  /**
    * Text to find: non-empty, matching exactly one place (or every exact occurrence under
    * `replaceAll`).
    */
   oldText: string;
-  /**
-   * Replacement text, inserted verbatim.
-   */
-  newText: string;
 };
 
 /**
  * What the assistant asks to run. No other members are allowed.
  */
 export type ToolCall = {
+  /**
+   * Model-provided arguments, validated against the tool's schema.
+   */
+  arguments: { [key: string]: unknown };
   /**
    * Unique within a chat.
    */
@@ -1850,19 +1854,15 @@ export type ToolCall = {
    * A tool name registered with the runtime.
    */
   name: string;
-  /**
-   * Model-provided arguments, validated against the tool's schema.
-   */
-  arguments: { [key: string]: unknown };
 };
 
 /**
  * A call the model made (`stream.chunk` `toolCall`, `rawChunk.toolCallDelta`).
  */
 export type ToolCallChunk = {
+  arguments: unknown;
   id: string;
   name: string;
-  arguments: unknown;
   /**
    * Set on a call a `run_code` program made: the `run_code` call's id.
    */
@@ -1873,10 +1873,10 @@ export type ToolCallChunk = {
  * One `tool.list` row: the OpenAI function descriptor plus mode and exposure.
  */
 export type ToolDescriptor = {
-  type: ToolDescriptorKind;
+  exposure: ToolExposure;
   function: ToolFunctionSpec;
   mode: ToolMode;
-  exposure: ToolExposure;
+  type: ToolDescriptorKind;
 };
 
 /**
@@ -1894,8 +1894,8 @@ export type ToolExposure = "direct" | "deferred" | "hidden";
  * The `function` member of a tool descriptor.
  */
 export type ToolFunctionSpec = {
-  name: string;
   description: string;
+  name: string;
   /**
    * The tool's arguments as a JSON Schema (an object schema).
    */
@@ -1912,11 +1912,11 @@ export type ToolInvokeContext = {
    * `workspace_root`, else the process's cwd unless that is `/` or `$HOME` (then refused).
    */
   cwd?: string | null;
-  sessionId?: string | null;
   /**
    * The sandbox posture for the commands this call runs (see `bash` in docs/protocol.md).
    */
   execSandbox?: ExecSandboxRequest | null;
+  sessionId?: string | null;
   [key: string]: unknown;
 };
 
@@ -1925,41 +1925,41 @@ export type ToolInvokeContext = {
  */
 export type ToolInvokeParams = {
   /**
-   * A registered tool name.
-   */
-  name: string;
-  /**
    * The tool's arguments: an object, validated against the tool's schema (`null` or
    * absent reads as `{}`; anything else is a `success: false` result).
    */
   arguments?: unknown;
-  /**
-   * The call id the tool sees (default: `call_<n>`).
-   */
-  id?: string | null;
   /**
    * Required (`true`) for a tool whose mode is `local`; without it the call is refused
    * with -32002.
    */
   consentGranted?: boolean;
   context?: ToolInvokeContext;
+  /**
+   * The call id the tool sees (default: `call_<n>`).
+   */
+  id?: string | null;
+  /**
+   * A registered tool name.
+   */
+  name: string;
 };
 
 /**
  * `tool.invoke` (reverse) params: one model call of a host tool.
  */
 export type ToolInvokeRequest = {
-  /**
-   * The model's call id.
-   */
-  id: string;
-  name: string;
   arguments: { [key: string]: unknown };
   /**
    * The turn's `toolContext` keys plus `chatId?`, `streamId`, `recordId`, `round`
    * (which win over `toolContext`'s).
    */
   context: { [key: string]: unknown };
+  /**
+   * The model's call id.
+   */
+  id: string;
+  name: string;
 };
 
 /**
@@ -1976,13 +1976,13 @@ export type ToolMode = "read" | "safe_write" | "destructive" | "local" | "extern
  * What the runtime reports back. Other members are allowed for forward compatibility.
  */
 export type ToolResult = {
-  success: boolean;
-  terminal?: boolean | null;
+  data?: { [key: string]: unknown } | null;
+  error?: string | null;
+  message?: string | null;
   needsFollowup?: boolean | null;
   nextAction?: string | null;
-  message?: string | null;
-  error?: string | null;
-  data?: { [key: string]: unknown } | null;
+  success: boolean;
+  terminal?: boolean | null;
   [key: string]: unknown;
 };
 
@@ -1990,20 +1990,20 @@ export type ToolResult = {
  * A finished call (`stream.chunk` `toolResult`).
  */
 export type ToolResultChunk = {
-  id: string;
-  name: string;
-  success: boolean;
   durationMs?: unknown;
   error?: string | null;
+  id: string;
+  name: string;
+  /**
+   * Set on the result of a call a `run_code` program made: the `run_code` call's id.
+   */
+  parentId?: string | null;
   /**
    * The tool message's JSON, at most 300 characters plus `…`.
    */
   resultPreview: string;
   sandbox?: SandboxMarker | null;
-  /**
-   * Set on the result of a call a `run_code` program made: the `run_code` call's id.
-   */
-  parentId?: string | null;
+  success: boolean;
 };
 
 /**
@@ -2014,7 +2014,6 @@ export type TraceEvent = {
    * `evt_000001`, …
    */
   id: string;
-  traceId: string;
   /**
    * `stage_start`, `llm_request`, `llm_response`, `content_delta`, `reasoning_delta`,
    * `tool_call_start`, `tool_call_result`, `tool_error`, `steer`, `hook_action`,
@@ -2023,15 +2022,16 @@ export type TraceEvent = {
   kind: string;
   name: string;
   /**
-   * 0-based.
-   */
-  sequence: number;
-  timestampMs: number;
-  /**
    * Free-form; a payload longer than 500 characters is replaced by `{truncated: "<first
    * 500 characters>…"}`.
    */
   payload?: unknown;
+  /**
+   * 0-based.
+   */
+  sequence: number;
+  timestampMs: number;
+  traceId: string;
 };
 
 /**
@@ -2046,44 +2046,44 @@ export type TraceFetchParams = {
  * the store.
  */
 export type TraceFetchResult = {
-  trace: TraceHeader;
-  /**
-   * One `llm.request` span per provider request, one per tool execution.
-   */
-  spans: TraceSpan[];
   /**
    * At most 10000, in order.
    */
   events: TraceEvent[];
+  /**
+   * One `llm.request` span per provider request, one per tool execution.
+   */
+  spans: TraceSpan[];
+  trace: TraceHeader;
 };
 
 /**
  * A trace's summary.
  */
 export type TraceHeader = {
-  traceId: string;
   chatId?: string | null;
-  sessionId?: string | null;
-  streamId: string;
-  /**
-   * `running` while the stream runs, then its `stream.done` status.
-   */
-  status: string;
+  createdAt: string;
   /**
    * Once finished.
    */
   durationMs?: number | null;
-  hadError: boolean;
   errorMessage?: string | null;
   /**
    * Events recorded, including any beyond the 10000 kept.
    */
   eventCount: number;
-  spanCount: number;
-  totalTokens: number;
+  hadError: boolean;
   modelId: string;
+  sessionId?: string | null;
+  spanCount: number;
   startedAtMs: number;
-  createdAt: string;
+  /**
+   * `running` while the stream runs, then its `stream.done` status.
+   */
+  status: string;
+  streamId: string;
+  totalTokens: number;
+  traceId: string;
   updatedAt: string;
 };
 
@@ -2091,33 +2091,39 @@ export type TraceHeader = {
  * A timed operation of a trace.
  */
 export type TraceSpan = {
-  /**
-   * `span_0001`, `span_0002`, …
-   */
-  spanId: string;
-  traceId: string;
-  /**
-   * `llm.request` or the tool name.
-   */
-  name: string;
-  kind: string;
-  startMs: number;
+  attrs: { [key: string]: unknown };
+  durationMs?: number | null;
   /**
    * Once ended.
    */
   endMs?: number | null;
-  durationMs?: number | null;
+  kind: string;
+  /**
+   * `llm.request` or the tool name.
+   */
+  name: string;
+  /**
+   * `span_0001`, `span_0002`, …
+   */
+  spanId: string;
+  startMs: number;
   /**
    * `running` until it ends.
    */
   status: string;
-  attrs: { [key: string]: unknown };
+  traceId: string;
 };
 
 /**
  * A record in `agent.session.tree`: a branch node with its forks.
  */
 export type TreeNode = {
+  /**
+   * Direct forks, oldest first.
+   */
+  children: TreeNode[];
+  depth: number;
+  label: string;
   recordId: string;
   /**
    * Always present; null on the root.
@@ -2127,96 +2133,90 @@ export type TreeNode = {
    * Always present; null on the root.
    */
   sourceUntilSeq: number | null;
-  label: string;
-  depth: number;
-  /**
-   * Direct forks, oldest first.
-   */
-  children: TreeNode[];
 };
 
 /**
  * Token totals of a turn as the host sees them.
  */
 export type UsageReport = {
-  promptTokens: number;
-  completionTokens: number;
-  totalTokens: number;
   cachedPromptTokens: number;
-  /**
-   * Only for models the catalog prices.
-   */
-  costUsd?: number | null;
   /**
    * What sub-agents (`delegate_subagent`) used, already included in the totals above.
    */
   children?: ChildUsage | null;
+  completionTokens: number;
+  /**
+   * Only for models the catalog prices.
+   */
+  costUsd?: number | null;
+  promptTokens: number;
+  totalTokens: number;
 };
 
 export interface Methods {
+  "agent.chat.cancel": { params: StreamRef; result: null };
+  "agent.chat.compact": { params: StreamRef; result: CompactResult };
+  "agent.chat.fork": { params: ChatStreamParams; result: StreamStarted };
+  "agent.chat.steer": { params: SteerParams; result: SteerResult };
+  "agent.chat.stream": { params: ChatStreamParams; result: StreamStarted };
+  "agent.session.branches": { params: RecordRef; result: SessionBranchesResult };
+  "agent.session.create": { params: SessionCreateParams; result: AgentSession };
+  "agent.session.fork": { params: SessionForkParams; result: BranchPoint };
+  "agent.session.list": { params: SessionListParams; result: SessionListResult };
+  "agent.session.messages": { params: RecordRef; result: SessionMessagesResult };
+  "agent.session.resume": { params: SessionResumeParams; result: AgentSession };
+  "agent.session.tree": { params: RecordRef; result: SessionTreeResult };
+  "approval.clear": { params: ApprovalClearParams; result: ApprovalClearResult };
+  "approval.list": { params: ApprovalListParams; result: ApprovalListResult };
+  "catalog.describe": { params: NoParams; result: CatalogDescribeResult };
+  "compat.describe": { params: NoParams; result: CompatDescribeResult };
+  "config.get": { params: ConfigGetParams; result: ConfigGetResult };
+  "config.set": { params: ConfigSetParams; result: null };
+  "harness.describe": { params: NoParams; result: HarnessDescription };
+  "mcp.list": { params: McpListParams; result: McpListResult };
+  "models.list": { params: ModelsListParams; result: ModelsListResult };
+  "plugin.disable": { params: PluginNameParams; result: PluginResult };
+  "plugin.enable": { params: PluginNameParams; result: PluginResult };
+  "plugin.list": { params: NoParams; result: PluginListResult };
+  "plugin.reload": { params: PluginNameParams; result: PluginResult };
+  "plugin.tools.describe": { params: NoParams; result: PluginToolsDescribeResult };
+  "presets.describe": { params: NoParams; result: PresetsDescribeResult };
+  "presets.resolve": { params: PresetsResolveParams; result: PresetsResolveResult };
+  "request.cancel": { params: RequestCancelParams; result: RequestCancelResult };
+  "sandbox.describe": { params: SandboxDescribeParams; result: SandboxDescription };
+  "skills.list": { params: SkillsListParams; result: SkillsListResult };
   "system.ping": { params: NoParams; result: SidecarHealth };
   "system.shutdown": { params: NoParams; result: null };
   "system.shutdown_now": { params: NoParams; result: null };
-  "config.get": { params: ConfigGetParams; result: ConfigGetResult };
-  "config.set": { params: ConfigSetParams; result: null };
-  "tool.list": { params: NoParams; result: ToolList };
   "tool.invoke": { params: ToolInvokeParams; result: ToolResult };
-  "plugin.tools.describe": { params: NoParams; result: PluginToolsDescribeResult };
-  "plugin.list": { params: NoParams; result: PluginListResult };
-  "mcp.list": { params: McpListParams; result: McpListResult };
-  "plugin.enable": { params: PluginNameParams; result: PluginResult };
-  "plugin.disable": { params: PluginNameParams; result: PluginResult };
-  "plugin.reload": { params: PluginNameParams; result: PluginResult };
-  "skills.list": { params: SkillsListParams; result: SkillsListResult };
-  "harness.describe": { params: NoParams; result: HarnessDescription };
-  "catalog.describe": { params: NoParams; result: CatalogDescribeResult };
-  "presets.describe": { params: NoParams; result: PresetsDescribeResult };
-  "presets.resolve": { params: PresetsResolveParams; result: PresetsResolveResult };
-  "models.list": { params: ModelsListParams; result: ModelsListResult };
-  "sandbox.describe": { params: SandboxDescribeParams; result: SandboxDescription };
-  "compat.describe": { params: NoParams; result: CompatDescribeResult };
-  "workspace.apply_edits": { params: ApplyEditsParams; result: ApplyEditsResult };
-  "agent.session.create": { params: SessionCreateParams; result: AgentSession };
-  "agent.session.resume": { params: SessionResumeParams; result: AgentSession };
-  "agent.session.list": { params: SessionListParams; result: SessionListResult };
-  "agent.session.messages": { params: RecordRef; result: SessionMessagesResult };
-  "agent.session.fork": { params: SessionForkParams; result: BranchPoint };
-  "agent.session.branches": { params: RecordRef; result: SessionBranchesResult };
-  "agent.session.tree": { params: RecordRef; result: SessionTreeResult };
-  "agent.chat.stream": { params: ChatStreamParams; result: StreamStarted };
-  "agent.chat.cancel": { params: StreamRef; result: null };
-  "agent.chat.steer": { params: SteerParams; result: SteerResult };
-  "agent.chat.compact": { params: StreamRef; result: CompactResult };
-  "agent.chat.fork": { params: ChatStreamParams; result: StreamStarted };
+  "tool.list": { params: NoParams; result: ToolList };
   "trace.fetch": { params: TraceFetchParams; result: TraceFetchResult };
-  "approval.list": { params: ApprovalListParams; result: ApprovalListResult };
-  "approval.clear": { params: ApprovalClearParams; result: ApprovalClearResult };
-  "request.cancel": { params: RequestCancelParams; result: RequestCancelResult };
+  "workspace.apply_edits": { params: ApplyEditsParams; result: ApplyEditsResult };
 }
 
 export interface DebugMethods {
-  "debug.sleep": { params: DebugSleepParams; result: DebugSleepResult };
   "debug.echo": { params: DebugEchoParams; result: DebugEchoResult };
-  "debug.reverse": { params: DebugReverseParams; result: DebugReverseResult };
   "debug.record.append": { params: DebugRecordAppendParams; result: DebugRecordAppendResult };
+  "debug.reverse": { params: DebugReverseParams; result: DebugReverseResult };
+  "debug.sleep": { params: DebugSleepParams; result: DebugSleepResult };
 }
 
 export interface ReverseRequests {
-  "tool.invoke": { params: ToolInvokeRequest; result: ToolResult };
   "approval.request": { params: ApprovalRequest; result: ApprovalAnswer };
   "ask_user.request": { params: AskUserRequest; result: AskUserAnswer };
-  "read_state.seed": { params: ReadStateSeed; result: ReadStateSeedAck };
-  "host.process.spawn": { params: HostSpawnRequest; result: HostSpawnResult };
   "fs.read_text": { params: FsReadTextRequest; result: FsReadTextResult };
   "fs.write_text": { params: FsWriteTextRequest; result: FsWriteTextResult };
+  "host.process.spawn": { params: HostSpawnRequest; result: HostSpawnResult };
+  "read_state.seed": { params: ReadStateSeed; result: ReadStateSeedAck };
+  "tool.invoke": { params: ToolInvokeRequest; result: ToolResult };
 }
 
 export interface Notifications {
+  "agent.child": AgentChild;
   "lifecycle.ready": LifecycleReady;
   "lifecycle.shutdown": LifecycleShutdown;
   "stream.chunk": StreamChunk;
-  "stream.error": StreamError;
   "stream.done": StreamDone;
-  "agent.child": AgentChild;
+  "stream.error": StreamError;
 }
 

@@ -1,11 +1,9 @@
 //! `ask_user` through the client's form elicitation (`elicitation/create`). The model is
 //! offered `ask_user` only when the client advertised form elicitation at `initialize`.
 
-use acp::v1::schema::CreateElicitationRequest;
-use agent_client_protocol as acp;
 use serde_json::{Map, Value, json};
 
-use super::{typed, wire};
+use super::Editor;
 
 /// One question as a form property: a choice list when it has options, else free text.
 fn property(q: &Value) -> Value {
@@ -55,11 +53,8 @@ pub fn request(sid: &str, p: &Value) -> Value {
 
 /// Asks the client; a declined, cancelled or failed form answers nothing (`{}`), which the
 /// model sees as no answers.
-pub async fn ask(cx: &acp::v1::ConnectionTo<acp::Client>, sid: &str, p: &Value) -> Value {
-    let Ok(req) = typed::<CreateElicitationRequest>(request(sid, p)) else {
-        return json!({});
-    };
-    match cx.send_request(req).block_task().await.map(|r| wire(&r)) {
+pub async fn ask(editor: &Editor, sid: &str, p: &Value) -> Value {
+    match editor.request("elicitation/create", request(sid, p)).await {
         Ok(r) if r["action"] == "accept" => r.get("content").cloned().unwrap_or(json!({})),
         _ => json!({}),
     }
@@ -83,6 +78,6 @@ mod tests {
             json!(["pg", "sqlite"])
         );
         assert_eq!(r["requestedSchema"]["properties"]["why"]["type"], "string");
-        assert!(typed::<CreateElicitationRequest>(r).is_ok());
+        assert_eq!(r["mode"], "form");
     }
 }

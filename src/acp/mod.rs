@@ -2,7 +2,8 @@
 //! (docs/acp.md). Like `outrigger run` it is a host of a child sidecar: each
 //! `session/prompt` is one `agent.chat.stream` turn on the session's record, its chunks become
 //! `session/update`s, and the sidecar's `approval.request`s become
-//! `session/request_permission`.
+//! `session/request_permission`. The editor is a JSON-RPC peer over our stdin/stdout
+//! (`headless::peer`, shared with the sidecar link).
 
 mod elicit;
 mod turn;
@@ -12,21 +13,56 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use acp::v1::schema::{
-    CancelNotification, InitializeRequest, InitializeResponse, LoadSessionRequest,
-    LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse,
-};
-use agent_client_protocol as acp;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use crate::headless::peer::Peer;
 use crate::headless::sidecar::{Incoming, Sidecar, SpawnOpts};
 use crate::headless::{Globals, ProviderFlags};
+
+/// The ACP protocol version spoken.
+pub const PROTOCOL_VERSION: u64 = 1;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct AcpArgs {
     #[command(flatten)]
     pub model: ProviderFlags,
+}
+
+/// The editor, over our stdin/stdout.
+pub(crate) type Editor = Peer<tokio::io::Stdout>;
+
+/// A JSON-RPC error for the editor.
+#[derive(Debug, Clone)]
+pub(crate) struct Fail {
+    code: i64,
+    message: &'static str,
+    data: Option<Value>,
+}
+
+impl Fail {
+    pub(crate) fn invalid(msg: String) -> Fail {
+        Fail {
+            code: -32602,
+            message: "Invalid params",
+            data: Some(json!(msg)),
+        }
+    }
+    pub(crate) fn internal(msg: String) -> Fail {
+        Fail {
+            code: -32603,
+            message: "Internal error",
+            data: Some(json!(msg)),
+        }
+    }
+    /// ACP's "resource not found" (-32002) for an unknown session.
+    pub(crate) fn not_found(sid: &str) -> Fail {
+        Fail {
+            code: -32002,
+            message: "Resource not found",
+            data: Some(json!(format!("session {sid}"))),
+        }
+    }
 }
 
 /// One ACP session: a durable record the sidecar's turns continue.
@@ -43,29 +79,16 @@ struct Session {
 /// What the handlers share.
 pub(crate) struct State {
     sc: Arc<Sidecar>,
+    editor: Arc<Editor>,
     /// The provider part of every turn's params.
     base: Map<String, Value>,
     sessions: Mutex<HashMap<String, Session>>,
     /// Where the sidecar's frames for a running stream go.
     routes: Mutex<HashMap<String, mpsc::UnboundedSender<Incoming>>>,
-    /// The client offers form elicitation: `ask_user` is offered to the model.
+    /// What the client offered at `initialize`: form elicitation (`ask_user` is offered to the
+    /// model) and `fs` reads and writes (the turns' `hostFs`).
     elicitation: std::sync::atomic::AtomicBool,
-    /// The client reads (`fs/read_text_file`) and writes (`fs/write_text_file`) files: the
-    /// turns' `hostFs`.
     fs: Mutex<Value>,
-}
-
-/// Parses wire JSON into one of the crate's types (our mappings build the wire shape).
-pub(crate) fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, acp::Error> {
-    serde_json::from_value(v).map_err(|e| acp::Error::internal_error().data(json!(e.to_string())))
-}
-
-fn wire<T: serde::Serialize>(t: &T) -> Value {
-    serde_json::to_value(t).unwrap_or(Value::Null)
-}
-
-fn invalid(msg: String) -> acp::Error {
-    acp::Error::invalid_params().data(json!(msg))
 }
 
 pub fn run(args: AcpArgs, globals: Globals, config: &crate::config::Config) -> i32 {
@@ -87,7 +110,10 @@ pub fn run(args: AcpArgs, globals: Globals, config: &crate::config::Config) -> i
             return 1;
         }
     };
-    rt.block_on(serve(model.params, globals))
+    let code = rt.block_on(serve(model.params, globals));
+    // The stdin reader may sit in a blocking read: do not wait for it.
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    code
 }
 
 async fn serve(base: Map<String, Value>, globals: Globals) -> i32 {
@@ -103,8 +129,11 @@ async fn serve(base: Map<String, Value>, globals: Globals) -> i32 {
             return 1;
         }
     };
+    // The editor's frames are the only thing on our stdout.
+    let (editor, from_editor) = Peer::new(tokio::io::stdout(), tokio::io::stdin()); // stdout-ok
     let state = Arc::new(State {
         sc: Arc::clone(&sc),
+        editor: Arc::new(editor),
         base,
         sessions: Mutex::default(),
         routes: Mutex::default(),
@@ -112,15 +141,9 @@ async fn serve(base: Map<String, Value>, globals: Globals) -> i32 {
         fs: Mutex::new(json!({"read": false, "write": false})),
     });
     tokio::spawn(route(Arc::clone(&state), incoming));
-    let result = connect(Arc::clone(&state)).await;
+    dispatch(Arc::clone(&state), from_editor).await;
     sc.shutdown(std::time::Duration::from_secs(10)).await;
-    match result {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("outrigger acp: {e}");
-            1
-        }
-    }
+    0
 }
 
 /// Sends each frame of a running stream to its turn; refuses reverse requests nobody owns.
@@ -157,107 +180,129 @@ async fn route(state: Arc<State>, mut incoming: mpsc::UnboundedReceiver<Incoming
     }
 }
 
-async fn connect(state: Arc<State>) -> Result<(), acp::Error> {
-    let s_init = Arc::clone(&state);
-    let s_new = Arc::clone(&state);
-    let s_load = Arc::clone(&state);
-    let s_prompt = Arc::clone(&state);
-    let s_cancel = Arc::clone(&state);
-    acp::Agent
-        .v1()
-        .name("outrigger")
-        .on_receive_request(
-            async move |req: InitializeRequest, responder: acp::v1::Responder<InitializeResponse>, _cx| {
-                let offered = wire(&req.client_capabilities);
-                let form = offered.pointer("/elicitation/form").is_some();
-                s_init.elicitation.store(form, std::sync::atomic::Ordering::Relaxed);
-                let fs = json!({
-                    "read": offered.pointer("/fs/readTextFile") == Some(&json!(true)),
-                    "write": offered.pointer("/fs/writeTextFile") == Some(&json!(true)),
-                });
-                if let Ok(mut f) = s_init.fs.lock() {
-                    *f = fs;
-                }
-                responder.respond_with_result(typed(json!({
-                    "protocolVersion": 1,
-                    "agentCapabilities": {
-                        "loadSession": true,
-                        "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-                        "mcpCapabilities": {"http": false, "sse": false},
-                    },
-                    "agentInfo": {"name": "outrigger", "title": "Outrigger", "version": env!("CARGO_PKG_VERSION")},
-                    "authMethods": [],
-                })))
-            },
-            acp::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: NewSessionRequest, responder: acp::v1::Responder<NewSessionResponse>, _cx| {
-                let req = wire(&req);
-                let id = format!("acp_{}", crate::store::ids::random_hex(16));
-                match open_session(&s_new, &id, &req, false) {
-                    Ok(()) => responder.respond_with_result(typed(json!({"sessionId": id}))),
-                    Err(e) => responder.respond_with_error(e),
-                }
-            },
-            acp::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: LoadSessionRequest, responder: acp::v1::Responder<LoadSessionResponse>, cx: acp::v1::ConnectionTo<acp::Client>| {
-                let state = Arc::clone(&s_load);
-                let req = wire(&req);
-                // Off the dispatch loop: reading the record waits on the sidecar.
-                tokio::spawn(async move {
-                    let answer = turn::load(&state, &cx, &req).await;
-                    let _ = responder.respond_with_result(answer.and_then(|()| typed(json!({}))));
-                });
-                Ok(())
-            },
-            acp::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |req: PromptRequest, responder: acp::v1::Responder<PromptResponse>, cx: acp::v1::ConnectionTo<acp::Client>| {
-                let state = Arc::clone(&s_prompt);
-                let req = wire(&req);
-                tokio::spawn(async move {
-                    let answer = turn::prompt(&state, &cx, &req).await;
-                    let _ = responder.respond_with_result(
-                        answer.and_then(|stop| typed(json!({"stopReason": stop}))),
-                    );
-                });
-                Ok(())
-            },
-            acp::on_receive_request!(),
-        )
-        .on_receive_notification(
-            async move |n: CancelNotification, _cx| {
-                let n = wire(&n);
-                let sid = n["sessionId"].as_str().unwrap_or("");
-                let stream = s_cancel
-                    .sessions
-                    .lock()
-                    .ok()
-                    .and_then(|s| s.get(sid).and_then(|s| s.stream.clone()));
-                if let Some(stream) = stream {
-                    let sc = Arc::clone(&s_cancel.sc);
-                    tokio::spawn(async move {
-                        let _ = sc.request("agent.chat.cancel", json!({"streamId": stream})).await;
-                    });
-                }
-                Ok(())
-            },
-            acp::on_receive_notification!(),
-        )
-        .connect_to(acp::Stdio::new())
-        .await
+/// Answers a request of the editor's with `answer`'s outcome.
+async fn reply(editor: &Editor, id: Value, answer: Result<Value, Fail>) {
+    match answer {
+        Ok(v) => editor.respond(id, v).await,
+        Err(f) => editor.respond_error(id, f.code, f.message, f.data).await,
+    }
 }
 
+/// The editor's requests and notifications, until it closes our stdin.
+async fn dispatch(state: Arc<State>, mut from_editor: mpsc::UnboundedReceiver<Incoming>) {
+    let mut initialized = false;
+    while let Some(msg) = from_editor.recv().await {
+        match msg {
+            Incoming::Request { id, method, params } => {
+                if method != "initialize" && !initialized {
+                    let f = Fail {
+                        code: -32600,
+                        message: "Invalid request",
+                        data: Some(json!(format!(
+                            "ACP initialization must complete before `{method}` can be used"
+                        ))),
+                    };
+                    reply(&state.editor, id, Err(f)).await;
+                    continue;
+                }
+                match method.as_str() {
+                    "initialize" => {
+                        initialized = true;
+                        let answer = initialize(&state, &params);
+                        reply(&state.editor, id, Ok(answer)).await;
+                    }
+                    "session/new" => {
+                        let sid = format!("acp_{}", crate::store::ids::random_hex(16));
+                        let answer = open_session(&state, &sid, &params, false)
+                            .map(|()| json!({"sessionId": sid}));
+                        reply(&state.editor, id, answer).await;
+                    }
+                    // Off the dispatch loop: both wait on the sidecar (and prompts on the
+                    // editor's answers to our requests, which this loop delivers).
+                    "session/load" => {
+                        let state = Arc::clone(&state);
+                        tokio::spawn(async move {
+                            let answer = turn::load(&state, &params).await.map(|()| json!({}));
+                            reply(&state.editor, id, answer).await;
+                        });
+                    }
+                    "session/prompt" => {
+                        let state = Arc::clone(&state);
+                        tokio::spawn(async move {
+                            let answer = turn::prompt(&state, &params)
+                                .await
+                                .map(|stop| json!({"stopReason": stop}));
+                            reply(&state.editor, id, answer).await;
+                        });
+                    }
+                    _ => {
+                        let f = Fail {
+                            code: -32601,
+                            message: "Method not found",
+                            data: Some(json!(format!("outrigger acp does not implement {method}"))),
+                        };
+                        reply(&state.editor, id, Err(f)).await;
+                    }
+                }
+            }
+            Incoming::Notification { method, params } => {
+                if method == "session/cancel" {
+                    cancel(&state, &params);
+                }
+            }
+        }
+    }
+}
+
+/// `initialize`: what the client offers, and what we do.
+fn initialize(state: &State, params: &Value) -> Value {
+    let offered = &params["clientCapabilities"];
+    let form = offered.pointer("/elicitation/form").is_some();
+    state
+        .elicitation
+        .store(form, std::sync::atomic::Ordering::Relaxed);
+    let fs = json!({
+        "read": offered.pointer("/fs/readTextFile") == Some(&json!(true)),
+        "write": offered.pointer("/fs/writeTextFile") == Some(&json!(true)),
+    });
+    if let Ok(mut f) = state.fs.lock() {
+        *f = fs;
+    }
+    json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "agentCapabilities": {
+            "loadSession": true,
+            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+            "mcpCapabilities": {"http": false, "sse": false},
+        },
+        "agentInfo": {"name": "outrigger", "title": "Outrigger", "version": env!("CARGO_PKG_VERSION")},
+        "authMethods": [],
+    })
+}
+
+/// `session/cancel`: cancels the session's running turn.
+fn cancel(state: &State, params: &Value) {
+    let sid = params["sessionId"].as_str().unwrap_or("");
+    let stream = state
+        .sessions
+        .lock()
+        .ok()
+        .and_then(|s| s.get(sid).and_then(|s| s.stream.clone()));
+    if let Some(stream) = stream {
+        let sc = Arc::clone(&state.sc);
+        tokio::spawn(async move {
+            let _ = sc
+                .request("agent.chat.cancel", json!({"streamId": stream}))
+                .await;
+        });
+    }
+}
 /// Registers a session from `session/new` or `session/load` params.
-fn open_session(state: &State, id: &str, req: &Value, started: bool) -> Result<(), acp::Error> {
+fn open_session(state: &State, id: &str, req: &Value, started: bool) -> Result<(), Fail> {
     let cwd = req["cwd"].as_str().unwrap_or("");
     let cwd = PathBuf::from(cwd);
     if !cwd.is_absolute() || !cwd.is_dir() {
-        return Err(invalid(format!(
+        return Err(Fail::invalid(format!(
             "cwd must be an absolute path to a directory; got {:?}",
             req["cwd"]
         )));
@@ -266,7 +311,7 @@ fn open_session(state: &State, id: &str, req: &Value, started: bool) -> Result<(
     for s in req["mcpServers"].as_array().into_iter().flatten() {
         let name = s["name"].as_str().unwrap_or("");
         let Some(command) = s.get("command").and_then(Value::as_str) else {
-            return Err(invalid(format!(
+            return Err(Fail::invalid(format!(
                 "mcpServers: {name} is not a stdio server; Outrigger starts stdio MCP servers only (mcpCapabilities http and sse are false)"
             )));
         };

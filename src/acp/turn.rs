@@ -4,37 +4,35 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use acp::v1::schema::{
-    ReadTextFileRequest, RequestPermissionRequest, SessionNotification, WriteTextFileRequest,
-};
-use agent_client_protocol as acp;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use super::{State, invalid, open_session, typed, updates, wire};
+use super::{Editor, Fail, State, open_session, updates};
 use crate::headless::sidecar::{CallError, Incoming};
 
-type Cx = acp::v1::ConnectionTo<acp::Client>;
-
-fn notify(cx: &Cx, session: &str, update: Value) -> Result<(), acp::Error> {
-    let n: SessionNotification = typed(json!({"sessionId": session, "update": update}))?;
-    cx.send_notification(n)
+async fn notify(editor: &Editor, session: &str, update: Value) {
+    editor
+        .notify(
+            "session/update",
+            json!({"sessionId": session, "update": update}),
+        )
+        .await;
 }
 
-fn sidecar_error(e: CallError) -> acp::Error {
+fn sidecar_error(e: CallError) -> Fail {
     match e {
         CallError::Rpc {
             code: -32602,
             message,
             ..
-        } => invalid(message),
-        e => acp::Error::internal_error().data(json!(e.to_string())),
+        } => Fail::invalid(message),
+        e => Fail::internal(e.to_string()),
     }
 }
 
 /// `session/load`: replays the record and registers the session (its next prompt continues
 /// the record, and the sidecar rebuilds the file tools' read state from it).
-pub async fn load(state: &Arc<State>, cx: &Cx, req: &Value) -> Result<(), acp::Error> {
+pub async fn load(state: &Arc<State>, req: &Value) -> Result<(), Fail> {
     let sid = req["sessionId"].as_str().unwrap_or("").to_string();
     let got = match state
         .sc
@@ -42,24 +40,24 @@ pub async fn load(state: &Arc<State>, cx: &Cx, req: &Value) -> Result<(), acp::E
         .await
     {
         Ok(got) => got,
-        Err(CallError::Rpc { code: -32004, .. }) => return Err(not_found(&sid)),
+        Err(CallError::Rpc { code: -32004, .. }) => return Err(Fail::not_found(&sid)),
         Err(e) => return Err(sidecar_error(e)),
     };
     let messages: Vec<crate::llm::Message> =
         serde_json::from_value(got["messages"].clone()).unwrap_or_default();
     if messages.is_empty() {
-        return Err(not_found(&sid));
+        return Err(Fail::not_found(&sid));
     }
     open_session(state, &sid, req, true)?;
     let cwd = PathBuf::from(req["cwd"].as_str().unwrap_or(""));
     for u in updates::replay(&messages, &cwd) {
-        notify(cx, &sid, u)?;
+        notify(&state.editor, &sid, u).await;
     }
     Ok(())
 }
 
 /// The user message of a prompt: text blocks, embedded resources as context, links named.
-fn message(prompt: &Value) -> Result<String, acp::Error> {
+fn message(prompt: &Value) -> Result<String, Fail> {
     let mut out = String::new();
     for b in prompt.as_array().into_iter().flatten() {
         match b["type"].as_str() {
@@ -81,7 +79,7 @@ fn message(prompt: &Value) -> Result<String, acp::Error> {
                 ));
             }
             other => {
-                return Err(invalid(format!(
+                return Err(Fail::invalid(format!(
                     "prompt content of type {} is not supported (promptCapabilities: text and embedded context)",
                     other.unwrap_or("?")
                 )));
@@ -89,13 +87,18 @@ fn message(prompt: &Value) -> Result<String, acp::Error> {
         }
     }
     if out.trim().is_empty() {
-        return Err(invalid("the prompt has no text".into()));
+        return Err(Fail::invalid("the prompt has no text".into()));
     }
     Ok(out)
 }
 
 /// The permission request for one `approval.request`, and our decision for the client's pick.
-async fn permission(cx: &Cx, sid: &str, cwd: &std::path::Path, p: &Value) -> (String, String) {
+async fn permission(
+    editor: &Editor,
+    sid: &str,
+    cwd: &std::path::Path,
+    p: &Value,
+) -> (String, String) {
     let tool = p["toolName"].as_str().unwrap_or("");
     let call = updates::tool_call(
         p["callId"].as_str().unwrap_or(""),
@@ -114,12 +117,12 @@ async fn permission(cx: &Cx, sid: &str, cwd: &std::path::Path, p: &Value) -> (St
     if let Value::Object(m) = &mut update {
         m.remove("sessionUpdate");
     }
-    let req: Result<RequestPermissionRequest, _> =
-        typed(json!({"sessionId": sid, "toolCall": update, "options": options}));
-    let answer = match req {
-        Ok(req) => cx.send_request(req).block_task().await.map(|r| wire(&r)),
-        Err(e) => Err(e),
-    };
+    let answer = editor
+        .request(
+            "session/request_permission",
+            json!({"sessionId": sid, "toolCall": update, "options": options}),
+        )
+        .await;
     match answer {
         Ok(r) if r.pointer("/outcome/outcome") == Some(&json!("selected")) => {
             let picked = r
@@ -156,7 +159,7 @@ struct Pending {
 }
 
 /// `session/prompt`: runs one turn and answers its stop reason.
-pub async fn prompt(state: &Arc<State>, cx: &Cx, req: &Value) -> Result<&'static str, acp::Error> {
+pub async fn prompt(state: &Arc<State>, req: &Value) -> Result<&'static str, Fail> {
     let sid = req["sessionId"].as_str().unwrap_or("").to_string();
     let text = message(&req["prompt"])?;
     let stream = format!("str_{}", crate::store::ids::random_hex(16));
@@ -165,12 +168,12 @@ pub async fn prompt(state: &Arc<State>, cx: &Cx, req: &Value) -> Result<&'static
         let mut sessions = state
             .sessions
             .lock()
-            .map_err(|_| acp::Error::internal_error())?;
+            .map_err(|_| Fail::internal("the session table is poisoned".into()))?;
         let Some(s) = sessions.get_mut(&sid) else {
-            return Err(not_found(&sid));
+            return Err(Fail::not_found(&sid));
         };
         if let Some(running) = &s.stream {
-            return Err(invalid(format!(
+            return Err(Fail::invalid(format!(
                 "session {sid} already has a running prompt ({running}); cancel it first"
             )));
         }
@@ -215,7 +218,7 @@ pub async fn prompt(state: &Arc<State>, cx: &Cx, req: &Value) -> Result<&'static
         .await;
     let ran = started.is_ok();
     let outcome = match started {
-        Ok(_) => follow(state, cx, &sid, &cwd, &mut rx).await,
+        Ok(_) => follow(state, &sid, &cwd, &mut rx).await,
         Err(e) => Err(sidecar_error(e)),
     };
     if let Ok(mut r) = state.routes.lock() {
@@ -234,59 +237,57 @@ pub async fn prompt(state: &Arc<State>, cx: &Cx, req: &Value) -> Result<&'static
 /// Follows the turn's frames until `stream.done`.
 async fn follow(
     state: &Arc<State>,
-    cx: &Cx,
     sid: &str,
     cwd: &std::path::Path,
     rx: &mut mpsc::UnboundedReceiver<Incoming>,
-) -> Result<&'static str, acp::Error> {
+) -> Result<&'static str, Fail> {
+    let editor = &state.editor;
     let mut calls: HashMap<String, Pending> = HashMap::new();
     let mut files = Files::default();
     let mut error: Option<String> = None;
     while let Some(msg) = rx.recv().await {
         match msg {
-            Incoming::Notification { method, params } => {
-                match method.as_str() {
-                    "stream.chunk" => chunk(cx, sid, cwd, &params, &mut calls, &mut files)?,
-                    "stream.error" => {
-                        error = Some(format!(
-                            "{}: {}",
-                            params["kind"].as_str().unwrap_or("error"),
-                            params["message"].as_str().unwrap_or("")
-                        ));
-                    }
-                    "stream.done" => {
-                        return match params["status"].as_str() {
-                            Some("completed") => Ok("end_turn"),
-                            Some("budget_exhausted") => Ok("max_turn_requests"),
-                            Some("cancelled") => Ok("cancelled"),
-                            _ => Err(acp::Error::internal_error().data(json!(
-                                error.unwrap_or_else(|| params["reason"]
-                                    .as_str()
-                                    .unwrap_or("the turn failed")
-                                    .to_string())
-                            ))),
-                        };
-                    }
-                    _ => {}
+            Incoming::Notification { method, params } => match method.as_str() {
+                "stream.chunk" => chunk(editor, sid, cwd, &params, &mut calls, &mut files).await,
+                "stream.error" => {
+                    error = Some(format!(
+                        "{}: {}",
+                        params["kind"].as_str().unwrap_or("error"),
+                        params["message"].as_str().unwrap_or("")
+                    ));
                 }
-            }
+                "stream.done" => {
+                    return match params["status"].as_str() {
+                        Some("completed") => Ok("end_turn"),
+                        Some("budget_exhausted") => Ok("max_turn_requests"),
+                        Some("cancelled") => Ok("cancelled"),
+                        _ => Err(Fail::internal(error.unwrap_or_else(|| {
+                            params["reason"]
+                                .as_str()
+                                .unwrap_or("the turn failed")
+                                .to_string()
+                        }))),
+                    };
+                }
+                _ => {}
+            },
             Incoming::Request { id, method, params } => match method.as_str() {
                 "approval.request" => {
-                    let (kind, reason) = permission(cx, sid, cwd, &params).await;
+                    let (kind, reason) = permission(editor, sid, cwd, &params).await;
                     state
                         .sc
                         .respond(id, json!({"kind": kind, "reason": reason}))
                         .await;
                 }
                 "fs.read_text" | "fs.write_text" => {
-                    let answer = files.forward(cx, sid, &method, &params).await;
+                    let answer = files.forward(editor, sid, &method, &params).await;
                     match answer {
                         Ok(v) => state.sc.respond(id, v).await,
                         Err(e) => state.sc.respond_error(id, -32603, &e).await,
                     }
                 }
                 "ask_user.request" => {
-                    let answers = super::elicit::ask(cx, sid, &params).await;
+                    let answers = super::elicit::ask(editor, sid, &params).await;
                     state.sc.respond(id, json!({"answers": answers})).await;
                 }
                 _ => {
@@ -302,23 +303,23 @@ async fn follow(
             },
         }
     }
-    Err(acp::Error::internal_error().data(json!("the sidecar exited during the turn")))
+    Err(Fail::internal("the sidecar exited during the turn".into()))
 }
 
 /// One `stream.chunk` as updates.
-fn chunk(
-    cx: &Cx,
+async fn chunk(
+    editor: &Editor,
     sid: &str,
     cwd: &std::path::Path,
     c: &Value,
     calls: &mut HashMap<String, Pending>,
     files: &mut Files,
-) -> Result<(), acp::Error> {
+) {
     if let Some(d) = c.get("delta").and_then(Value::as_str) {
-        notify(cx, sid, updates::text("agent_message_chunk", d))?;
+        notify(editor, sid, updates::text("agent_message_chunk", d)).await;
     }
     if let Some(d) = c.get("reasoningDelta").and_then(Value::as_str) {
-        notify(cx, sid, updates::text("agent_thought_chunk", d))?;
+        notify(editor, sid, updates::text("agent_thought_chunk", d)).await;
     }
     if let Some(call) = c.get("toolCall") {
         let id = call["id"].as_str().unwrap_or("").to_string();
@@ -332,14 +333,15 @@ fn chunk(
             _ => None,
         };
         notify(
-            cx,
+            editor,
             sid,
             updates::tool_call(&id, &tool, args, cwd, "pending"),
-        )?;
+        )
+        .await;
         if tool == crate::tools::todo::NAME
             && let Some(plan) = args.get("todos").and_then(updates::plan)
         {
-            notify(cx, sid, plan)?;
+            notify(editor, sid, plan).await;
         }
         calls.insert(id, Pending { tool, edit });
     }
@@ -374,17 +376,12 @@ fn chunk(
             }
         }
         notify(
-            cx,
+            editor,
             sid,
             updates::tool_result(id, success, &shown, Value::Object(raw), diff),
-        )?;
+        )
+        .await;
     }
-    Ok(())
-}
-
-/// ACP's "resource not found" (-32002) for an unknown session.
-fn not_found(sid: &str) -> acp::Error {
-    acp::Error::new(-32002, format!("resource not found: session {sid}"))
 }
 
 /// The turn's file text through the client (`hostFs`): what was read, to show an edit's
@@ -401,30 +398,29 @@ impl Files {
     /// Forwards `fs.read_text` / `fs.write_text` to the client's `fs/*` methods.
     async fn forward(
         &mut self,
-        cx: &Cx,
+        editor: &Editor,
         sid: &str,
         method: &str,
         p: &Value,
     ) -> Result<Value, String> {
         let path = p["path"].as_str().unwrap_or("").to_string();
         if method == "fs.read_text" {
-            let req: ReadTextFileRequest =
-                typed(json!({"sessionId": sid, "path": path})).map_err(|e| e.to_string())?;
-            let got = cx
-                .send_request(req)
-                .block_task()
+            let got = editor
+                .request("fs/read_text_file", json!({"sessionId": sid, "path": path}))
                 .await
                 .map_err(|e| format!("the editor refused fs/read_text_file: {e}"))?;
-            let content = wire(&got)["content"].as_str().unwrap_or("").to_string();
+            let Some(content) = got["content"].as_str().map(str::to_string) else {
+                return Err("the editor's fs/read_text_file answer has no content".into());
+            };
             self.read.insert(path, content.clone());
             return Ok(json!({"content": content}));
         }
         let content = p["content"].as_str().unwrap_or("").to_string();
-        let req: WriteTextFileRequest =
-            typed(json!({"sessionId": sid, "path": path, "content": content}))
-                .map_err(|e| e.to_string())?;
-        cx.send_request(req)
-            .block_task()
+        editor
+            .request(
+                "fs/write_text_file",
+                json!({"sessionId": sid, "path": path, "content": content}),
+            )
             .await
             .map_err(|e| format!("the editor refused fs/write_text_file: {e}"))?;
         if let Some(call) = p.pointer("/context/callId").and_then(Value::as_str) {

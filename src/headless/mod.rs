@@ -5,6 +5,7 @@
 
 mod args;
 mod output;
+pub mod peer;
 pub mod sidecar;
 
 use std::path::PathBuf;

@@ -2,46 +2,17 @@
 //! `outrigger run` and `outrigger acp` are both hosts of a child sidecar, so a headless or
 //! editor turn takes exactly the code path a desktop host's turn takes.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-/// What the sidecar sends that is not an answer to one of our requests.
-#[derive(Debug)]
-pub enum Incoming {
-    Notification {
-        method: String,
-        params: Value,
-    },
-    /// A reverse request (`approval.request`, `ask_user.request`, …): answer it with
-    /// [`Sidecar::respond`].
-    Request {
-        id: Value,
-        method: String,
-        params: Value,
-    },
-}
-
-/// How one request failed.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum CallError {
-    #[error("{message} (error {code})")]
-    Rpc {
-        code: i64,
-        message: String,
-        data: Option<Value>,
-    },
-    #[error("the sidecar exited before answering")]
-    Closed,
-}
+use super::peer::Peer;
+pub use super::peer::{CallError, Incoming};
 
 /// How to start the child.
 #[derive(Debug, Default, Clone)]
@@ -51,14 +22,10 @@ pub struct SpawnOpts {
     pub log_level: String,
 }
 
-type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, CallError>>>>>;
-
 pub struct Sidecar {
     child: tokio::sync::Mutex<Child>,
     pid: Option<u32>,
-    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
-    pending: Pending,
-    next_id: AtomicU64,
+    peer: Peer<ChildStdin>,
 }
 
 impl Sidecar {
@@ -88,60 +55,31 @@ impl Sidecar {
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(std::io::Error::other("the sidecar's pipes are missing"));
         };
-        let pending: Pending = Arc::default();
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(read_frames(stdout, Arc::clone(&pending), tx));
+        let (peer, rx) = Peer::new(stdin, stdout);
         let pid = child.id();
         Ok((
             Arc::new(Sidecar {
                 child: tokio::sync::Mutex::new(child),
                 pid,
-                stdin: tokio::sync::Mutex::new(Some(stdin)),
-                pending,
-                next_id: AtomicU64::new(1),
+                peer,
             }),
             rx,
         ))
     }
 
-    async fn send(&self, frame: &Value) -> bool {
-        let mut line = frame.to_string();
-        line.push('\n');
-        let mut guard = self.stdin.lock().await;
-        let Some(stdin) = guard.as_mut() else {
-            return false;
-        };
-        stdin.write_all(line.as_bytes()).await.is_ok() && stdin.flush().await.is_ok()
-    }
-
     /// Sends a request and waits for its answer (or the sidecar's exit).
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, CallError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        if let Ok(mut p) = self.pending.lock() {
-            p.insert(id, tx);
-        }
-        let frame = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        if !self.send(&frame).await {
-            if let Ok(mut p) = self.pending.lock() {
-                p.remove(&id);
-            }
-            return Err(CallError::Closed);
-        }
-        rx.await.unwrap_or(Err(CallError::Closed))
+        self.peer.request(method, params).await
     }
 
     /// Answers a reverse request.
     pub async fn respond(&self, id: Value, result: Value) {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
-            .await;
+        self.peer.respond(id, result).await;
     }
 
     /// Refuses a reverse request.
     pub async fn respond_error(&self, id: Value, code: i64, message: &str) {
-        let frame =
-            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-        self.send(&frame).await;
+        self.peer.respond_error(id, code, message, None).await;
     }
 
     /// Waits for the process to exit.
@@ -164,7 +102,7 @@ impl Sidecar {
     pub async fn shutdown(&self, grace: Duration) -> Option<ExitStatus> {
         let ask = async {
             let _ = self.request("system.shutdown", json!({})).await;
-            self.stdin.lock().await.take();
+            self.peer.close().await;
             self.wait().await
         };
         match tokio::time::timeout(grace, ask).await {
@@ -173,66 +111,6 @@ impl Sidecar {
                 self.kill_group();
                 self.wait().await
             }
-        }
-    }
-}
-
-async fn read_frames(
-    stdout: tokio::process::ChildStdout,
-    pending: Pending,
-    tx: mpsc::UnboundedSender<Incoming>,
-) {
-    let mut lines = BufReader::new(stdout).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        let Ok(mut frame) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
-        let method = frame
-            .get("method")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let params = frame
-            .get_mut("params")
-            .map(Value::take)
-            .unwrap_or(Value::Null);
-        match (method, frame.get("id").cloned()) {
-            (Some(method), Some(id)) if !id.is_null() => {
-                let _ = tx.send(Incoming::Request { id, method, params });
-            }
-            (Some(method), _) => {
-                let _ = tx.send(Incoming::Notification { method, params });
-            }
-            (None, Some(id)) => {
-                let Some(waiter) = id
-                    .as_u64()
-                    .and_then(|id| pending.lock().ok().and_then(|mut p| p.remove(&id)))
-                else {
-                    continue;
-                };
-                let answer = match frame.get_mut("error") {
-                    Some(e) => Err(CallError::Rpc {
-                        code: e.get("code").and_then(Value::as_i64).unwrap_or(0),
-                        message: e
-                            .get("message")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string(),
-                        data: e.get_mut("data").map(Value::take),
-                    }),
-                    None => Ok(frame
-                        .get_mut("result")
-                        .map(Value::take)
-                        .unwrap_or(Value::Null)),
-                };
-                let _ = waiter.send(answer);
-            }
-            (None, None) => {}
-        }
-    }
-    // EOF: whoever still waits learns the sidecar is gone.
-    if let Ok(mut p) = pending.lock() {
-        for (_, w) in p.drain() {
-            let _ = w.send(Err(CallError::Closed));
         }
     }
 }

@@ -101,7 +101,7 @@ mod tests {
         let wrapped = serde_json::to_string(&vec![s.clone(), s]).unwrap();
         assert_eq!(
             wrapped,
-            r#"[{"type":"object","properties":{"city":{"type":"string"}}},{"type":"object","properties":{"city":{"type":"string"}}}]"#
+            r#"[{"properties":{"city":{"type":"string"}},"type":"object"},{"properties":{"city":{"type":"string"}},"type":"object"}]"#
         );
     }
 }
