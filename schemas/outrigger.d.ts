@@ -459,7 +459,8 @@ export type ChatStreamParams = {
   streamId?: string | null;
   streamRawChunks?: boolean | null;
   /**
-   * Sub-agents are not built: `false` is accepted, an object is refused.
+   * `delegate_subagent` (on by default): `false` turns it off; `{toolFilter?, maxParallel?,
+   * maxRounds?, maxToolErrors?, profiles?, requiredProfiles?}` shapes it (`docs/agents.md`).
    */
   subagent?: unknown;
   systemPrompt?: string | null;

@@ -395,7 +395,8 @@ pub struct ChatStreamParams {
     /// Not supported: refused unless null, false or empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anti_hallucination: Option<Value>,
-    /// Sub-agents are not built: `false` is accepted, an object is refused.
+    /// `delegate_subagent` (on by default): `false` turns it off; `{toolFilter?, maxParallel?,
+    /// maxRounds?, maxToolErrors?, profiles?, requiredProfiles?}` shapes it (`docs/agents.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subagent: Option<Value>,
 }
