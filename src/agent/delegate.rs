@@ -147,6 +147,7 @@ pub(super) fn child_params(
         from_record: false,
         cfg,
         host_fs: p.host_fs,
+        image_input: model.map_or(p.image_input, |m| m.image_input),
         temperature: p.temperature,
         top_p: p.top_p,
         max_tokens: p.max_tokens,

@@ -39,6 +39,77 @@ impl Turn {
         }
     }
 
+    /// Takes a result's encoded image (`view_image`): stored once under the store's
+    /// `images/`, queued for the model when it takes images, and described for the stream
+    /// chunk (`{mediaType, width, height}`).
+    fn take_image(&mut self, c: &ToolCall, r: &mut ToolResult, image: Value) -> Option<Value> {
+        let media = image["mediaType"]
+            .as_str()
+            .unwrap_or("image/png")
+            .to_string();
+        let shown = json!({
+            "mediaType": media,
+            "width": image["width"],
+            "height": image["height"],
+        });
+        let data = image["data"].as_str()?;
+        if !self.p.image_input {
+            *r = std::mem::take(r).with_data("imageSent", false);
+            r.message = Some(format!(
+                "The model {} does not take image input, so the image was not shown to it.",
+                self.p.model
+            ));
+            return Some(shown);
+        }
+        let url = match super::images::store(&self.agent.images_dir(), &media, data) {
+            Ok(url) => url,
+            Err(e) => {
+                tracing::warn!("view_image: cannot store the image: {e}");
+                *r = std::mem::take(r).with_data("imageSent", false);
+                r.message = Some(format!(
+                    "The image could not be stored ({e}), so it was not shown."
+                ));
+                return Some(shown);
+            }
+        };
+        *r = std::mem::take(r).with_data("imageSent", true);
+        let path = r
+            .data
+            .as_ref()
+            .and_then(|d| d.get("path"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        self.images.push(crate::llm::types::Part {
+            kind: "text".into(),
+            text: Some(format!(
+                "Image from {} call {} ({path}, {}x{}):",
+                c.name, c.id, image["width"], image["height"]
+            )),
+            url: None,
+            data: None,
+            media_type: None,
+        });
+        self.images.push(crate::llm::types::Part {
+            kind: "image".into(),
+            text: None,
+            url: Some(url),
+            data: Some(data.to_string()),
+            media_type: Some(media),
+        });
+        Some(shown)
+    }
+
+    /// The round's images as one user message after its tool messages.
+    fn push_images(&mut self) {
+        if self.images.is_empty() {
+            return;
+        }
+        let mut m = Message::new(Role::User, "");
+        m.parts = std::mem::take(&mut self.images);
+        self.push(m, ItemKind::User);
+    }
+
     fn spill_dir(&self) -> PathBuf {
         self.agent
             .config
@@ -67,6 +138,11 @@ impl Turn {
             self.charge_budget(n("totalTokens"), n("cachedPromptTokens"));
         }
         let sandbox = r.data.as_mut().and_then(|d| d.remove("_sandbox"));
+        let image = r
+            .data
+            .as_mut()
+            .and_then(|d| d.remove(crate::tools::fs::image::IMAGE_KEY))
+            .and_then(|i| self.take_image(c, &mut r, i));
         let duration = r.data.as_ref().and_then(|d| d.get("durationMs")).cloned();
         let mut content = r.model_text();
         let window = self.p.cfg.window;
@@ -112,6 +188,9 @@ impl Turn {
         );
         if let Some(s) = sandbox {
             chunk.insert("sandbox".into(), s);
+        }
+        if let Some(i) = image {
+            chunk.insert("image".into(), i);
         }
         let chunk = Value::Object(chunk);
         self.trace
@@ -287,6 +366,7 @@ impl Turn {
                     self.tool_errors += 1;
                 }
             }
+            self.push_images();
             if let Err(e) = self.flush().await {
                 tracing::warn!("{e}");
             }

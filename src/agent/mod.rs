@@ -15,6 +15,7 @@ pub mod display;
 pub mod events;
 mod exec;
 pub mod host_tools;
+pub mod images;
 pub mod notices;
 pub mod orchestrate;
 pub mod params;
@@ -59,6 +60,14 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// Where images shown to the model are kept: beside the store.
+    pub fn images_dir(&self) -> std::path::PathBuf {
+        self.store
+            .path()
+            .parent()
+            .map_or_else(|| std::path::PathBuf::from("images"), |d| d.join("images"))
+    }
+
     pub fn new(
         store: Arc<Store>,
         router: Arc<Router>,

@@ -145,6 +145,8 @@ pub struct ChatParams {
     pub provider_options: Map<String, Value>,
     pub cwd: PathBuf,
     pub exec_sandbox: Option<ExecSandboxRequest>,
+    /// The model takes image input (the catalog says so, or does not know the model).
+    pub image_input: bool,
     /// The file tools' text through the host (`hostFs`).
     pub host_fs: crate::protocol::chat::HostFsParam,
     pub session_id: Option<String>,
@@ -170,6 +172,11 @@ pub struct ChatParams {
     /// The turn's own router once its MCP servers are mounted (sub-agents inherit it);
     /// `None`: the shared one.
     pub router: Option<Arc<crate::tools::Router>>,
+}
+
+/// Whether the model takes images: the catalog says so, or does not know the model.
+fn takes_images(info: &catalog::ModelInfo) -> bool {
+    !info.known || info.input.iter().any(|i| i == "image")
 }
 
 /// A turn's `approval` param before the config has its say.
@@ -400,10 +407,12 @@ fn checked(
         pp.model = model.to_string();
         let provider = llm::build_provider(&pp, settings, sampling(model))
             .map_err(|e| format!("cannot build its provider: {e}"))?;
+        let info = catalog::resolve(model, pp.base_url.as_deref());
         Ok(ProfileModel {
             model: model.to_string(),
             provider,
-            pricing: catalog::resolve(model, pp.base_url.as_deref()).pricing,
+            image_input: takes_images(&info),
+            pricing: info.pricing,
         })
     };
     // `minimal` offers four tools; delegation joins them only when asked for.
@@ -573,6 +582,7 @@ fn checked(
         provider,
         model: pp.model.clone(),
         pricing: info.pricing,
+        image_input: takes_images(&info),
         messages,
         system_prompt: raw.system_prompt.map(|s| cap_system_prompt(&s)),
         stream_id,

@@ -46,6 +46,24 @@ pub fn to_record(m: &Message) -> Value {
     if let Some(d) = &m.reasoning_details {
         o.insert("reasoning_details".into(), d.clone());
     }
+    if !m.parts.is_empty() {
+        // A stored image keeps its reference, not its bytes (`images`).
+        let parts: Vec<Value> = m
+            .parts
+            .iter()
+            .map(|p| {
+                let mut p = p.clone();
+                if p.url
+                    .as_deref()
+                    .is_some_and(|u| u.starts_with(super::images::SCHEME))
+                {
+                    p.data = None;
+                }
+                serde_json::to_value(p).unwrap_or(Value::Null)
+            })
+            .collect();
+        o.insert("parts".into(), Value::Array(parts));
+    }
     Value::Object(o)
 }
 
@@ -76,6 +94,12 @@ pub fn from_record(v: &Value) -> Option<Message> {
     m.tool_call_id = s("tool_call_id", "toolCallId");
     m.reasoning = s("reasoning", "reasoningContent");
     m.reasoning_details = v.get("reasoning_details").cloned();
+    if let Some(Value::Array(parts)) = v.get("parts") {
+        m.parts = parts
+            .iter()
+            .filter_map(|p| serde_json::from_value(p.clone()).ok())
+            .collect();
+    }
     if let Some(Value::Array(calls)) = v.get("tool_calls").or_else(|| v.get("toolCalls")) {
         m.tool_calls = calls
             .iter()

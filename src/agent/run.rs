@@ -111,6 +111,8 @@ pub struct Turn {
     subagent_reminders: u32,
     /// The turn's own MCP servers (its `mcp` entries), closed when it ends.
     mcp: Option<crate::mcp::mount::TurnMount>,
+    /// Images from this round's results (`view_image`), sent as one user message after them.
+    pub(super) images: Vec<crate::llm::types::Part>,
 }
 
 /// Reminders the completion gate sends per turn before a final answer stands.
@@ -145,10 +147,11 @@ impl Turn {
         totals: Totals,
     ) -> Turn {
         let seed::Start {
-            items,
+            mut items,
             persisted,
             canonical,
         } = start;
+        super::images::hydrate(&agent.images_dir(), &mut items);
         let kinds = items.iter().map(persist::kind_for).collect();
         let todos = last_todos(&items);
         let settings = agent.config.settings();
@@ -182,6 +185,7 @@ impl Turn {
             pool,
             subagent_reminders: 0,
             mcp: None,
+            images: Vec::new(),
             host,
             approval,
             todos,

@@ -37,6 +37,8 @@ pub struct ProfileModel {
     pub model: String,
     pub provider: Arc<dyn Provider>,
     pub pricing: Option<Pricing>,
+    /// The model takes image input.
+    pub image_input: bool,
 }
 
 /// One `subagent.profiles` entry.

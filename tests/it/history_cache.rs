@@ -89,8 +89,15 @@ fn a_kept_transcript_sends_what_the_record_would() {
         ],
         "{kept}"
     );
-    // The record keeps text content: the image part of turn 1 is not re-sent, hit or miss.
-    assert_eq!(kept[1]["content"], "look at this", "{kept}");
+    // The record keeps a message's parts: turn 1's image part is re-sent, hit or miss.
+    assert_eq!(
+        kept[1]["content"],
+        json!([
+            {"type": "text", "text": "look at this"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+        ]),
+        "{kept}"
+    );
 }
 
 #[test]

@@ -46,6 +46,7 @@ mod tool_search_fixture;
 mod tools_rpc;
 mod traces;
 mod transport;
+mod view_image;
 mod warm_spawn;
 mod web_tools;
 mod workspace_safety;

@@ -199,12 +199,14 @@ impl Serialize for Parts<'_> {
 fn wire_part(p: &Part) -> Value {
     match p.kind.as_str() {
         "image" => {
+            // The bytes win over a reference (a stored image's `outrigger-image:` name
+            // means nothing to the model).
             let url = match (&p.url, &p.data) {
-                (Some(u), _) => u.clone(),
-                (None, Some(d)) => format!(
+                (_, Some(d)) => format!(
                     "data:{};base64,{d}",
                     p.media_type.as_deref().unwrap_or("image/png")
                 ),
+                (Some(u), None) => u.clone(),
                 (None, None) => String::new(),
             };
             json!({"type": "image_url", "image_url": {"url": url}})

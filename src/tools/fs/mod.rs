@@ -5,6 +5,7 @@ pub mod edit;
 pub mod glob;
 pub mod grep;
 pub mod host_io;
+pub mod image;
 pub mod ls;
 pub mod patch;
 pub mod paths;
@@ -181,11 +182,12 @@ where
     }
 }
 
-/// Registers `read_file`, `write_file`, `edit_file`, `apply_patch`, `ls`, `glob` and `grep`
+/// Registers `read_file`, `view_image`, `write_file`, `edit_file`, `apply_patch`, `ls`, `glob` and `grep`
 /// on the router.
 pub fn register(router: &Router, env: &Arc<FsEnv>) {
     let tools: Vec<Arc<dyn crate::tools::Tool>> = vec![
         Arc::new(read::tool(env.clone())),
+        Arc::new(image::tool(env.clone())),
         Arc::new(write::write_tool(env.clone())),
         Arc::new(write::edit_tool(env.clone())),
         Arc::new(patch::tool(env.clone())),

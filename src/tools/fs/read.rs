@@ -121,7 +121,7 @@ pub(crate) fn load_bytes(
     }
 }
 
-fn load_disk_bytes(
+pub(crate) fn load_disk_bytes(
     ws: &Workspace,
     path: &str,
     max_bytes: u64,
@@ -211,6 +211,9 @@ fn read_file(env: &FsEnv, ctx: &ToolContext, args: ReadArgs) -> ToolResult {
         Ok(x) => x,
         Err(r) => return r,
     };
+    if let Some(r) = super::image::describe(&bytes, &ws.display(&real)) {
+        return r;
+    }
     // The version hashes the whole file; on a big one, hash on a second thread while this
     // one validates the text and counts lines (the two take about as long).
     let (version, checked) = if bytes.len() >= PARALLEL_HASH_BYTES {
