@@ -42,6 +42,19 @@ impl Turn {
     /// Takes a result's encoded image (`view_image`): stored once under the store's
     /// `images/`, queued for the model when it takes images, and described for the stream
     /// chunk (`{mediaType, width, height}`).
+    fn take_images(&mut self, c: &ToolCall, r: &mut ToolResult, images: Value) -> Option<Value> {
+        let list = match images {
+            Value::Array(a) => a,
+            one => vec![one],
+        };
+        let mut first = None;
+        for image in list {
+            let shown = self.take_image(c, r, image);
+            first = first.or(shown);
+        }
+        first
+    }
+
     fn take_image(&mut self, c: &ToolCall, r: &mut ToolResult, image: Value) -> Option<Value> {
         let media = image["mediaType"]
             .as_str()
@@ -82,10 +95,17 @@ impl Turn {
             .to_string();
         self.images.push(crate::llm::types::Part {
             kind: "text".into(),
-            text: Some(format!(
-                "Image from {} call {} ({path}, {}x{}):",
-                c.name, c.id, image["width"], image["height"]
-            )),
+            text: Some(if path.is_empty() {
+                format!(
+                    "Image from {} call {} ({}x{}):",
+                    c.name, c.id, image["width"], image["height"]
+                )
+            } else {
+                format!(
+                    "Image from {} call {} ({path}, {}x{}):",
+                    c.name, c.id, image["width"], image["height"]
+                )
+            }),
             url: None,
             data: None,
             media_type: None,
@@ -142,7 +162,7 @@ impl Turn {
             .data
             .as_mut()
             .and_then(|d| d.remove(crate::tools::fs::image::IMAGE_KEY))
-            .and_then(|i| self.take_image(c, &mut r, i));
+            .and_then(|i| self.take_images(c, &mut r, i));
         let duration = r.data.as_ref().and_then(|d| d.get("durationMs")).cloned();
         let mut content = r.model_text();
         let window = self.p.cfg.window;

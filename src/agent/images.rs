@@ -48,23 +48,42 @@ fn file_of(dir: &Path, url: &str) -> Option<PathBuf> {
     ok.then(|| dir.join(name))
 }
 
-/// Fills the data of stored image parts from their files (a turn seeded from the record).
-/// A missing file leaves the part as it is; the provider request then carries no image.
-pub fn hydrate(dir: &Path, items: &mut [Message]) {
+/// Readies a turn's seeded items (from the record, or a host's history) for its model: stored
+/// image parts get their bytes back from their files; a part whose file is gone, and every
+/// image part when the model takes no images, becomes a text part saying so (a reference
+/// must never reach a provider, and a text-only model must not be sent pixels).
+pub fn hydrate(dir: &Path, items: &mut [Message], model_takes_images: bool) {
     for m in items.iter_mut() {
-        for p in m
-            .parts
-            .iter_mut()
-            .filter(|p| p.kind == "image" && p.data.is_none())
-        {
-            let Some(file) = p.url.as_deref().and_then(|u| file_of(dir, u)) else {
-                continue;
-            };
-            match std::fs::read(&file) {
-                Ok(bytes) => {
-                    p.data = Some(base64::engine::general_purpose::STANDARD.encode(bytes));
+        for p in m.parts.iter_mut().filter(|p| p.kind == "image") {
+            let note = if !model_takes_images {
+                Some("[an image was here; this model does not take images]".to_string())
+            } else if p.data.is_some() {
+                None
+            } else {
+                match p
+                    .url
+                    .as_deref()
+                    .and_then(|u| file_of(dir, u).map(|f| (u, f)))
+                {
+                    None => None,
+                    Some((url, file)) => match std::fs::read(&file) {
+                        Ok(bytes) => {
+                            p.data = Some(base64::engine::general_purpose::STANDARD.encode(bytes));
+                            None
+                        }
+                        Err(e) => {
+                            tracing::warn!("stored image {}: {e}", file.display());
+                            Some(format!("[image {url} is no longer stored]"))
+                        }
+                    },
                 }
-                Err(e) => tracing::warn!("stored image {}: {e}", file.display()),
+            };
+            if let Some(text) = note {
+                p.kind = "text".into();
+                p.text = Some(text);
+                p.url = None;
+                p.data = None;
+                p.media_type = None;
             }
         }
     }
@@ -91,8 +110,19 @@ mod tests {
             media_type: Some("image/png".into()),
         });
         let mut items = vec![m];
-        hydrate(d.path(), &mut items);
+        let mut text_only = items.clone();
+        hydrate(d.path(), &mut items, true);
         assert_eq!(items[0].parts[0].data.as_deref(), Some(data.as_str()));
+        hydrate(d.path(), &mut text_only, false);
+        assert_eq!(text_only[0].parts[0].kind, "text");
+        std::fs::remove_dir_all(d.path()).unwrap();
+        let mut gone = items.clone();
+        gone[0].parts[0].data = None;
+        hydrate(d.path(), &mut gone, true);
+        assert_eq!(
+            gone[0].parts[0].kind, "text",
+            "a missing file is no reference"
+        );
         assert!(file_of(d.path(), "outrigger-image:../x").is_none());
         assert!(file_of(d.path(), "https://x/y.png").is_none());
     }

@@ -151,7 +151,7 @@ impl Turn {
             persisted,
             canonical,
         } = start;
-        super::images::hydrate(&agent.images_dir(), &mut items);
+        super::images::hydrate(&agent.images_dir(), &mut items, p.image_input);
         let kinds = items.iter().map(persist::kind_for).collect();
         let todos = last_todos(&items);
         let settings = agent.config.settings();

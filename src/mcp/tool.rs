@@ -128,10 +128,28 @@ pub fn map_result(server: &str, tool: &str, v: &Value) -> ToolResult {
         .unwrap_or_default();
     let mut texts: Vec<&str> = Vec::new();
     let mut others: Vec<Value> = Vec::new();
+    let mut images: Vec<Value> = Vec::new();
     for b in &blocks {
         match b.get("type").and_then(Value::as_str) {
             Some("text") => texts.push(b.get("text").and_then(Value::as_str).unwrap_or_default()),
-            Some("image") | Some("audio") => others.push(binary_block(b)),
+            // An image the model can take goes to it as an image, the way view_image's does;
+            // the block stays described (type and size) without its bytes.
+            Some("image") => {
+                let shown = b.get("mimeType").and_then(Value::as_str).and_then(|m| {
+                    crate::tools::fs::image::attachment(
+                        m,
+                        b.get("data").and_then(Value::as_str).unwrap_or_default(),
+                    )
+                });
+                let mut block = binary_block(b);
+                if let (Some(i), Value::Object(o)) = (shown, &mut block) {
+                    o.remove("data");
+                    o.insert("shownAsImage".into(), json!(true));
+                    images.push(i);
+                }
+                others.push(block);
+            }
+            Some("audio") => others.push(binary_block(b)),
             Some("resource") => others.push(resource_block(b)),
             _ => others.push(b.clone()),
         }
@@ -144,6 +162,12 @@ pub fn map_result(server: &str, tool: &str, v: &Value) -> ToolResult {
     }
     if let Some(s) = v.get("structuredContent").filter(|s| !s.is_null()) {
         data.insert("structuredContent".into(), s.clone());
+    }
+    if !images.is_empty() {
+        data.insert(
+            crate::tools::fs::image::IMAGE_KEY.into(),
+            Value::Array(images),
+        );
     }
     if v.get("isError").and_then(Value::as_bool) == Some(true) {
         let error = if text.trim().is_empty() {

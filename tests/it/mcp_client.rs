@@ -221,7 +221,30 @@ fn everything_server_image_block_reaches_the_model() {
     assert_eq!(images.len(), 1, "{d}");
     assert_eq!(images[0]["mimeType"], "image/png");
     assert!(images[0]["bytes"].as_u64().unwrap() > 0, "{}", images[0]);
-    assert!(!images[0]["data"].as_str().unwrap().is_empty());
+    // The image goes to the model as an image (as view_image's do), not as base64 text.
+    assert_eq!(images[0]["shownAsImage"], true, "{}", images[0]);
+    assert!(images[0].get("data").is_none(), "{}", images[0]);
+    let reqs = m.requests();
+    let last = reqs.last().unwrap();
+    let parts: Vec<Value> = last
+        .messages()
+        .into_iter()
+        .filter(|msg| msg["role"] == "user")
+        .filter_map(|msg| msg["content"].as_array().cloned())
+        .flatten()
+        .collect();
+    let url = parts
+        .iter()
+        .find(|p| p["type"] == "image_url")
+        .and_then(|p| p["image_url"]["url"].as_str())
+        .unwrap_or_else(|| panic!("no image part in the next request: {parts:?}"));
+    assert!(url.starts_with("data:image/png;base64,"), "{url}");
+    assert!(
+        parts.iter().any(|p| p["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("mcp__everything__get-tiny-image"))),
+        "{parts:?}"
+    );
     // The text blocks around the image are joined.
     let text = d["text"].as_str().unwrap();
     assert!(text.contains('\n') && text.contains("image"), "{text}");

@@ -1177,3 +1177,114 @@ fn read_file_on_an_image_points_to_view_image() {
     let r = w.invoke("read_file", json!({"path": "notes.txt"}));
     assert_eq!(r["data"]["content"], "hello\n", "{r}");
 }
+
+#[test]
+fn images_are_stored_beside_a_moved_store() {
+    let ws = tempfile::tempdir().unwrap();
+    fs::write(ws.path().join("pic.png"), png(16, 16)).unwrap();
+    let db_dir = tempfile::tempdir().unwrap();
+    let db = db_dir.path().join("chat.db");
+    let server = FakeServer::start(vec![
+        view_reply("v1", json!({"path": "pic.png"})),
+        Reply::fixture("openai_reference"),
+    ]);
+    let mut s = crate::common::on_db(&db);
+    let p = turn_params(&server, "fake-model", ws.path(), "rec_moved", "look");
+    let r = run(&mut s, p);
+    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    let d = tool_result(&server.requests()[1].body, "v1")["data"].clone();
+    let sha = d["sha256"].as_str().unwrap();
+    assert_eq!(images_dir(db_dir.path()), [format!("{sha}.png")]);
+    assert!(!s.home.path().join("images").exists());
+}
+
+/// Beyond the brief: a stored image whose file is gone must not reach the provider as an
+/// `outrigger-image:` URL (no model can fetch it; a real API refuses the request).
+#[test]
+fn a_missing_stored_image_never_goes_out_as_a_reference() {
+    let ws = tempfile::tempdir().unwrap();
+    fs::write(ws.path().join("pic.png"), png(16, 16)).unwrap();
+    let server = FakeServer::start(vec![
+        view_reply("v1", json!({"path": "pic.png"})),
+        Reply::fixture("openai_reference"),
+    ]);
+    let mut s = Sidecar::start();
+    let p = turn_params(&server, "fake-model", ws.path(), "rec_gone", "look");
+    assert_eq!(run(&mut s, p).done["status"], "completed");
+    let home = std::mem::replace(&mut s.home, tempfile::tempdir().unwrap());
+    drop(s);
+    fs::remove_dir_all(home.path().join("images")).unwrap();
+    let mut s = Sidecar::start_with(Opts {
+        home: Some(home),
+        ..Opts::default()
+    });
+    let mut p = turn_params(&server, "fake-model", ws.path(), "rec_gone", "again");
+    p["fromRecord"] = json!(true);
+    let r = run(&mut s, p);
+    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    for url in image_urls(&reqs[2].body) {
+        assert!(
+            url.starts_with("data:"),
+            "an image part the model cannot load: {url}"
+        );
+    }
+}
+
+/// Beyond the brief: `agent.session.messages` "can be sent back unchanged" as a new turn's
+/// `messages` (docs/protocol.md); the stored reference must then go out as the image again.
+#[test]
+fn a_host_history_sent_back_unchanged_sends_the_image_again() {
+    let ws = tempfile::tempdir().unwrap();
+    fs::write(ws.path().join("pic.png"), png(16, 12)).unwrap();
+    let server = FakeServer::start(vec![
+        view_reply("v1", json!({"path": "pic.png"})),
+        Reply::fixture("openai_reference"),
+    ]);
+    let mut s = Sidecar::start();
+    let p = turn_params(&server, "fake-model", ws.path(), "rec_host", "look");
+    assert_eq!(run(&mut s, p).done["status"], "completed");
+    let sha = tool_result(&server.requests()[1].body, "v1")["data"]["sha256"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut history = messages(&mut s, "rec_host");
+    history.push(json!({"role": "user", "content": "and now?"}));
+    let mut p = turn_params(&server, "fake-model", ws.path(), "rec_host", "");
+    p["messages"] = Value::Array(history);
+    let r = run(&mut s, p);
+    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    let urls = image_urls(&reqs[2].body);
+    assert_eq!(urls.len(), 1, "{urls:?}");
+    let sent = decode_data_url(&urls[0]);
+    assert_eq!(sha256_hex(&sent.bytes), sha);
+}
+
+/// Beyond the brief: a record holding an image, continued on a model the catalog knows as
+/// text-only, must not send that model the image either.
+#[test]
+fn a_text_only_model_continuing_a_record_gets_no_image() {
+    let ws = tempfile::tempdir().unwrap();
+    fs::write(ws.path().join("pic.png"), png(16, 12)).unwrap();
+    let server = FakeServer::start(vec![
+        view_reply("v1", json!({"path": "pic.png"})),
+        Reply::fixture("openai_reference"),
+    ]);
+    let mut s = Sidecar::start();
+    let p = turn_params(&server, "gpt-4.1", ws.path(), "rec_switch", "look");
+    assert_eq!(run(&mut s, p).done["status"], "completed");
+    assert_eq!(image_urls(&server.requests()[1].body).len(), 1);
+    let mut p = turn_params(&server, "deepseek-chat", ws.path(), "rec_switch", "again");
+    p["fromRecord"] = json!(true);
+    let r = run(&mut s, p);
+    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    assert!(
+        image_urls(&reqs[2].body).is_empty(),
+        "deepseek-chat was sent an image"
+    );
+}

@@ -127,6 +127,36 @@ pub fn describe(bytes: &[u8], shown: &str) -> Option<ToolResult> {
     )
 }
 
+/// One image for the model, as a result carries it under `data._image` (an object, or a
+/// list of them): what the loop stores and sends.
+fn entry(media: &str, width: u32, height: u32, encoded: &[u8]) -> Value {
+    json!({
+        "mediaType": media,
+        "width": width,
+        "height": height,
+        "sha256": version_of(encoded),
+        "data": base64::engine::general_purpose::STANDARD.encode(encoded),
+    })
+}
+
+/// An image another tool returned (an MCP result's image block, base64) as a `data._image`
+/// entry, when it is one the model can take: PNG, JPEG, GIF or WebP within 5 MiB whose
+/// header gives its size. `None` otherwise (it stays a described block).
+pub fn attachment(mime: &str, b64: &str) -> Option<Value> {
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+    if bytes.len() > MAX_ENCODED_BYTES {
+        return None;
+    }
+    let format = sniff(&bytes).filter(|f| *f != ImageFormat::Bmp)?;
+    if mime_of(format) != mime {
+        return None;
+    }
+    let (w, h) = ImageReader::with_format(Cursor::new(&bytes), format)
+        .into_dimensions()
+        .ok()?;
+    Some(entry(mime, w, h, &bytes))
+}
+
 /// The crop rectangle in pixels, clipped to the image.
 fn crop_rect(r: &Region, w: u32, h: u32) -> Result<(u32, u32, u32, u32), String> {
     let vals = [r.x, r.y, r.w, r.h];
@@ -281,13 +311,7 @@ fn view_image(env: &FsEnv, ctx: &ToolContext, args: ViewArgs) -> ToolResult {
         Err(e) => return fail("encode_failed", format!("cannot encode {shown}: {e}")),
     };
     let sha = version_of(&encoded);
-    let image = json!({
-        "mediaType": media_type(format),
-        "width": img.width(),
-        "height": img.height(),
-        "sha256": sha,
-        "data": base64::engine::general_purpose::STANDARD.encode(&encoded),
-    });
+    let image = entry(media_type(format), img.width(), img.height(), &encoded);
     ToolResult::ok(Map::new())
         .with_data("path", shown)
         .with_data("sourcePath", Value::String(real.display().to_string()))
@@ -312,6 +336,28 @@ mod tests {
         assert_eq!(fit(4000, 3000, 1568), (1568, 1176));
         assert_eq!(fit(100, 50, 1568), (100, 50));
         assert_eq!(fit(5000, 1, 100), (100, 1));
+    }
+
+    #[test]
+    fn attachments_are_real_images_of_the_stated_type() {
+        let mut png = Vec::new();
+        DynamicImage::new_rgb8(3, 2)
+            .write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
+            .unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&png);
+        let a = attachment("image/png", &b64).unwrap();
+        assert_eq!(
+            (a["width"].as_u64(), a["height"].as_u64()),
+            (Some(3), Some(2))
+        );
+        assert!(
+            attachment("image/jpeg", &b64).is_none(),
+            "a PNG claiming to be a JPEG"
+        );
+        assert!(
+            attachment("image/png", "iVBORw0KGgo=").is_none(),
+            "a bare signature"
+        );
     }
 
     #[test]
