@@ -111,6 +111,12 @@ impl Sidecar {
         }
     }
 
+    /// The sidecar's process id.
+    #[allow(dead_code)] // not every bench reads it
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn send(&mut self, method: &str, params: Value) -> u64 {
         let id = self.next;
         self.next += 1;
