@@ -196,6 +196,13 @@ enum Stop {
 
 async fn drive(plan: args::Plan, globals: Globals) -> i32 {
     let format = plan.format;
+    // First: a signal that comes once anything is printed must find the handlers in place.
+    let (Ok(mut sigint), Ok(mut sigterm)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return usage(format, "cannot install the signal handlers");
+    };
     let opts = SpawnOpts {
         storage_path: globals.storage_path,
         no_web_tools: globals.no_web_tools,
@@ -251,13 +258,6 @@ async fn drive(plan: args::Plan, globals: Globals) -> i32 {
     start_fields.insert("model".into(), json!(plan.model));
     report.start(start_fields);
 
-    let (Ok(mut sigint), Ok(mut sigterm)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        sc.kill_group();
-        return usage(format, "cannot install the signal handlers");
-    };
     let deadline = plan.timeout.map(|t| tokio::time::Instant::now() + t);
     let mut stop: Option<Stop> = None;
     let mut give_up: Option<tokio::time::Instant> = None;
