@@ -512,6 +512,20 @@ export type ChildUsage = {
 };
 
 /**
+ * `toolResult.image`: enough for a thumbnail.
+ */
+export type ChunkImage = {
+  height: number;
+  mediaType: string;
+  /**
+   * `outrigger-image:<sha256>.<ext>`: the stored file, in `images/` beside the store; absent
+   * when the image was not sent (a text-only model).
+   */
+  url?: string | null;
+  width: number;
+};
+
+/**
  * `agent.chat.compact` result.
  */
 export type CompactResult = {
@@ -1994,6 +2008,10 @@ export type ToolResultChunk = {
   durationMs?: unknown;
   error?: string | null;
   id: string;
+  /**
+   * An image the call showed the model (`view_image`, an MCP image block).
+   */
+  image?: ChunkImage | null;
   name: string;
   /**
    * Set on the result of a call a `run_code` program made: the `run_code` call's id.

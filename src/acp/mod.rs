@@ -89,6 +89,8 @@ pub(crate) struct State {
     /// model) and `fs` reads and writes (the turns' `hostFs`).
     elicitation: std::sync::atomic::AtomicBool,
     fs: Mutex<Value>,
+    /// The sidecar store's `images/`, where the images shown to the model are kept.
+    images_dir: PathBuf,
 }
 
 pub fn run(args: AcpArgs, globals: Globals, config: &crate::config::Config) -> i32 {
@@ -110,13 +112,18 @@ pub fn run(args: AcpArgs, globals: Globals, config: &crate::config::Config) -> i
             return 1;
         }
     };
-    let code = rt.block_on(serve(model.params, globals));
+    let store = globals
+        .storage_path
+        .clone()
+        .unwrap_or_else(|| config.settings().storage_path);
+    let images_dir = crate::agent::images::dir_for(&store);
+    let code = rt.block_on(serve(model.params, globals, images_dir));
     // The stdin reader may sit in a blocking read: do not wait for it.
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     code
 }
 
-async fn serve(base: Map<String, Value>, globals: Globals) -> i32 {
+async fn serve(base: Map<String, Value>, globals: Globals, images_dir: PathBuf) -> i32 {
     let opts = SpawnOpts {
         storage_path: globals.storage_path,
         no_web_tools: globals.no_web_tools,
@@ -139,6 +146,7 @@ async fn serve(base: Map<String, Value>, globals: Globals) -> i32 {
         routes: Mutex::default(),
         elicitation: std::sync::atomic::AtomicBool::new(false),
         fs: Mutex::new(json!({"read": false, "write": false})),
+        images_dir,
     });
     tokio::spawn(route(Arc::clone(&state), incoming));
     dispatch(Arc::clone(&state), from_editor).await;

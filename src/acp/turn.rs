@@ -248,7 +248,18 @@ async fn follow(
     while let Some(msg) = rx.recv().await {
         match msg {
             Incoming::Notification { method, params } => match method.as_str() {
-                "stream.chunk" => chunk(editor, sid, cwd, &params, &mut calls, &mut files).await,
+                "stream.chunk" => {
+                    chunk(
+                        editor,
+                        sid,
+                        cwd,
+                        &params,
+                        &mut calls,
+                        &mut files,
+                        &state.images_dir,
+                    )
+                    .await
+                }
                 "stream.error" => {
                     error = Some(format!(
                         "{}: {}",
@@ -314,6 +325,7 @@ async fn chunk(
     c: &Value,
     calls: &mut HashMap<String, Pending>,
     files: &mut Files,
+    images: &std::path::Path,
 ) {
     if let Some(d) = c.get("delta").and_then(Value::as_str) {
         notify(editor, sid, updates::text("agent_message_chunk", d)).await;
@@ -349,6 +361,22 @@ async fn chunk(
         let id = r["id"].as_str().unwrap_or("");
         let success = r["success"].as_bool() == Some(true);
         let pending = calls.remove(id);
+        // An image the call showed the model, from the sidecar's store (the chunk names it).
+        let picture = r
+            .pointer("/image/url")
+            .and_then(Value::as_str)
+            .and_then(|u| crate::agent::images::file_of(images, u))
+            .and_then(|f| std::fs::read(f).ok())
+            .map(|bytes| {
+                use base64::Engine as _;
+                (
+                    r["image"]["mediaType"]
+                        .as_str()
+                        .unwrap_or("image/png")
+                        .to_string(),
+                    base64::engine::general_purpose::STANDARD.encode(bytes),
+                )
+            });
         let written = files.written.remove(id);
         let diff = match (written, pending.as_ref().and_then(|p| p.edit.clone())) {
             _ if !success => None,
@@ -378,7 +406,7 @@ async fn chunk(
         notify(
             editor,
             sid,
-            updates::tool_result(id, success, &shown, Value::Object(raw), diff),
+            updates::tool_result(id, success, &shown, Value::Object(raw), diff, picture),
         )
         .await;
     }

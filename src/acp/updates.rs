@@ -79,8 +79,12 @@ pub fn tool_result(
     shown: &str,
     raw: Value,
     diff: Option<(PathBuf, Option<String>, String)>,
+    image: Option<(String, String)>,
 ) -> Value {
     let mut content = Vec::new();
+    if let Some((mime, data)) = image {
+        content.push(json!({"type": "content", "content": {"type": "image", "mimeType": mime, "data": data}}));
+    }
     if let Some((path, old, new)) = diff {
         let mut d = json!({"type": "diff", "path": path, "newText": new});
         if let Some(o) = old {
@@ -165,6 +169,7 @@ pub fn replay(messages: &[Message], cwd: &Path) -> Vec<Value> {
                         &m.content,
                         Value::Null,
                         None,
+                        None,
                     ));
                 }
             }
@@ -206,9 +211,11 @@ mod tests {
             "ok",
             json!({}),
             Some(("/w/a".into(), None, "new".into())),
+            Some(("image/png".into(), "iVBOR".into())),
         );
-        assert_eq!(r["content"][0]["type"], "diff");
-        assert!(r["content"][0].get("oldText").is_none());
+        assert_eq!(r["content"][0]["content"]["type"], "image");
+        assert_eq!(r["content"][1]["type"], "diff");
+        assert!(r["content"][1].get("oldText").is_none());
         assert_eq!(r["status"], "completed");
         let p =
             plan(&json!([{"content": "a", "status": "in_progress"}, {"content": "b"}])).unwrap();

@@ -86,6 +86,8 @@ impl Turn {
             }
         };
         *r = std::mem::take(r).with_data("imageSent", true);
+        let mut shown = shown;
+        shown["url"] = json!(url);
         let path = r
             .data
             .as_ref()

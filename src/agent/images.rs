@@ -10,6 +10,13 @@ use sha2::{Digest, Sha256};
 
 use crate::llm::Message;
 
+/// Where a store's images are kept: `images/` beside its database file.
+pub fn dir_for(store: &Path) -> PathBuf {
+    store
+        .parent()
+        .map_or_else(|| PathBuf::from("images"), |d| d.join("images"))
+}
+
 /// The URL scheme of a stored image part.
 pub const SCHEME: &str = "outrigger-image:";
 
@@ -40,7 +47,7 @@ pub fn store(dir: &Path, media: &str, data: &str) -> Result<String, String> {
 }
 
 /// The file a reference names, if it is one of ours (a plain file name, nothing else).
-fn file_of(dir: &Path, url: &str) -> Option<PathBuf> {
+pub fn file_of(dir: &Path, url: &str) -> Option<PathBuf> {
     let name = url.strip_prefix(SCHEME)?;
     let ok = !name.is_empty()
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '.')

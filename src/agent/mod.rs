@@ -62,10 +62,7 @@ pub struct Agent {
 impl Agent {
     /// Where images shown to the model are kept: beside the store.
     pub fn images_dir(&self) -> std::path::PathBuf {
-        self.store
-            .path()
-            .parent()
-            .map_or_else(|| std::path::PathBuf::from("images"), |d| d.join("images"))
+        images::dir_for(self.store.path())
     }
 
     pub fn new(

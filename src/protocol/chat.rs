@@ -182,6 +182,22 @@ pub struct ToolResultChunk {
     /// Set on the result of a call a `run_code` program made: the `run_code` call's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_id: Option<String>,
+    /// An image the call showed the model (`view_image`, an MCP image block).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ChunkImage>,
+}
+
+/// `toolResult.image`: enough for a thumbnail.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChunkImage {
+    pub media_type: String,
+    pub width: u32,
+    pub height: u32,
+    /// `outrigger-image:<sha256>.<ext>`: the stored file, in `images/` beside the store; absent
+    /// when the image was not sent (a text-only model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// A loop notice: `round_end`, `steer`, `hook_action`, `budget_exhausted`, `soft_timeout`,

@@ -1553,3 +1553,41 @@ fn ask_user_goes_to_the_client_as_a_form_and_its_answers_reach_the_model() {
         o.assert_clean_allowing(&["elicitation/create"]);
     }
 }
+
+// ---- images ---------------------------------------------------------------------------------
+
+#[test]
+fn a_viewed_image_is_shown_in_the_tool_call_update() {
+    let (home, d, ws) = (Dir::new(), Dir::new(), Dir::new());
+    image::RgbImage::from_pixel(40, 30, image::Rgb([200, 10, 10]))
+        .save(ws.join("shot.png"))
+        .unwrap();
+    let agent = scripted(
+        &d,
+        &[
+            call("v1", "view_image", json!({"path": "shot.png"})),
+            json!({"text": "A red rectangle."}),
+        ],
+    );
+    let o = go(
+        &home,
+        &agent,
+        json!([init(), new_session(&ws), prompt("What is in shot.png?")]),
+    );
+    assert_eq!(o.stop_reason(2), "end_turn", "{}", o.dump());
+    let u = o.final_update(2, "v1");
+    assert_eq!(u["status"], "completed", "{}", o.dump());
+    let image = u["content"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["content"]["type"] == "image"))
+        .unwrap_or_else(|| panic!("no image content in the update\n{}", o.dump()));
+    assert_eq!(image["content"]["mimeType"], "image/png", "{image}");
+    let data = image["content"]["data"].as_str().unwrap();
+    // Base64 of a PNG starts with the encoded signature.
+    assert!(
+        data.starts_with("iVBORw0KGgo"),
+        "{}",
+        &data[..data.len().min(40)]
+    );
+    o.assert_clean();
+}

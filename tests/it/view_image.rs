@@ -901,9 +901,16 @@ fn the_next_request_carries_the_image_after_the_tool_messages() {
         .find(|r| r["id"] == "v1")
         .unwrap_or_else(|| panic!("{results:?}"));
     assert_eq!(chunk["success"], true, "{chunk}");
+    let image = &chunk["image"];
     assert_eq!(
-        chunk["image"],
-        json!({"mediaType": "image/png", "width": 60, "height": 40}),
+        (&image["mediaType"], &image["width"], &image["height"]),
+        (&json!("image/png"), &json!(60), &json!(40)),
+        "{chunk}"
+    );
+    // The stored file's name, so a host can show it.
+    let url = image["url"].as_str().unwrap_or_default();
+    assert!(
+        url.starts_with("outrigger-image:") && url.ends_with(".png"),
         "{chunk}"
     );
 }
