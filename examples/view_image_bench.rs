@@ -6,22 +6,12 @@
 
 #[path = "shared/mod.rs"]
 mod shared;
-use shared::{Sidecar, median, vm_rss_kib};
+use shared::{Sidecar, median, vm_hwm_kib, vm_rss_kib};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 const CALLS: usize = 10;
-
-fn vm_hwm_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
 
 fn main() {
     let bin = std::env::args()

@@ -14,21 +14,10 @@ use serde_json::{Value, json};
 
 #[path = "shared/mod.rs"]
 mod shared;
-use shared::median;
+use shared::{median, vm_hwm_kib};
 
 const FETCHES: usize = 20;
 const PAGE_BYTES: usize = 1_000_000;
-
-/// `VmHWM` (peak RSS) of `pid` in KiB.
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
 
 /// A page of about `PAGE_BYTES`: a real documentation page from the fixtures, repeated.
 fn page() -> Vec<u8> {
@@ -103,7 +92,7 @@ fn main() {
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
-    let at_ready = peak_rss_kib(pid);
+    let at_ready = vm_hwm_kib(pid);
     let url = format!("http://127.0.0.1:{port}/big.html");
     let mut times: Vec<Duration> = Vec::new();
     let mut md_len = 0;
@@ -125,7 +114,7 @@ fn main() {
         );
         md_len = v["result"]["data"]["content"].as_str().unwrap().len();
     }
-    let peak = peak_rss_kib(pid);
+    let peak = vm_hwm_kib(pid);
     drop(stdin);
     let mut rest = Vec::new();
     let _ = out.read_to_end(&mut rest);

@@ -9,15 +9,27 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-/// `VmRSS` of `pid` in KiB, from `/proc/<pid>/status` (0 when unreadable).
-pub fn vm_rss_kib(pid: u32) -> u64 {
+/// A `/proc/<pid>/status` field in KiB (`VmRSS`, `VmHWM`, …); 0 when unreadable.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
+}
+
+/// `VmRSS` of `pid` in KiB (0 when unreadable).
+#[allow(dead_code)] // not every bench reads it
+pub fn vm_rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS")
+}
+
+/// `VmHWM` (peak RSS) of `pid` in KiB (0 when unreadable).
+#[allow(dead_code)] // not every bench reads it
+pub fn vm_hwm_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM")
 }
 
 /// The median of a non-empty sample.

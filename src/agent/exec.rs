@@ -60,54 +60,50 @@ impl Turn {
             .as_str()
             .unwrap_or("image/png")
             .to_string();
-        let shown = json!({
+        let data = image["data"].as_str()?;
+        let mut shown = json!({
             "mediaType": media,
             "width": image["width"],
             "height": image["height"],
         });
-        let data = image["data"].as_str()?;
-        if !self.p.image_input {
-            *r = std::mem::take(r).with_data("imageSent", false);
-            r.message = Some(format!(
+        let stored = if self.p.image_input {
+            super::images::store(&self.agent.images_dir(), &media, data).map_err(|e| {
+                tracing::warn!("{}: cannot store the image: {e}", c.name);
+                format!("The image could not be stored ({e}), so it was not shown.")
+            })
+        } else {
+            Err(format!(
                 "The model {} does not take image input, so the image was not shown to it.",
                 self.p.model
-            ));
-            return Some(shown);
-        }
-        let url = match super::images::store(&self.agent.images_dir(), &media, data) {
+            ))
+        };
+        r.data
+            .get_or_insert_with(Map::new)
+            .insert("imageSent".into(), json!(stored.is_ok()));
+        let url = match stored {
             Ok(url) => url,
-            Err(e) => {
-                tracing::warn!("view_image: cannot store the image: {e}");
-                *r = std::mem::take(r).with_data("imageSent", false);
-                r.message = Some(format!(
-                    "The image could not be stored ({e}), so it was not shown."
-                ));
+            Err(why) => {
+                r.message = Some(why);
                 return Some(shown);
             }
         };
-        *r = std::mem::take(r).with_data("imageSent", true);
-        let mut shown = shown;
         shown["url"] = json!(url);
-        let path = r
+        let at = match r
             .data
             .as_ref()
             .and_then(|d| d.get("path"))
             .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        {
+            Some(path) => format!("{path}, "),
+            None => String::new(),
+        };
+        let text = format!(
+            "Image from {} call {} ({at}{}x{}):",
+            c.name, c.id, image["width"], image["height"]
+        );
         self.images.push(crate::llm::types::Part {
             kind: "text".into(),
-            text: Some(if path.is_empty() {
-                format!(
-                    "Image from {} call {} ({}x{}):",
-                    c.name, c.id, image["width"], image["height"]
-                )
-            } else {
-                format!(
-                    "Image from {} call {} ({path}, {}x{}):",
-                    c.name, c.id, image["width"], image["height"]
-                )
-            }),
+            text: Some(text),
             url: None,
             data: None,
             media_type: None,

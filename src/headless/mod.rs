@@ -58,17 +58,23 @@ pub fn run(args: RunArgs, globals: Globals, config: &crate::config::Config) -> i
     rt.block_on(drive(plan, globals))
 }
 
-/// A usage or configuration error: stderr, and the result object in the json formats.
-fn usage(format: Format, msg: &str) -> i32 {
+/// A run that ends before its turn: the reason on stderr, and the result object in the json
+/// formats. Returns `code`.
+fn early_end(format: Format, msg: &str, code: i32) -> i32 {
     eprintln!("outrigger run: {msg}");
     if format != Format::Text {
         let mut f = Map::new();
         f.insert("status".into(), json!("failed"));
         f.insert("reason".into(), json!(msg));
-        f.insert("exitCode".into(), json!(EXIT_USAGE));
+        f.insert("exitCode".into(), json!(code));
         Report::new(format, false).finish(f);
     }
-    EXIT_USAGE
+    code
+}
+
+/// A usage or configuration error (exit 2).
+fn usage(format: Format, msg: &str) -> i32 {
+    early_end(format, msg, EXIT_USAGE)
 }
 
 /// What the flags decide for one `approval.request`.
@@ -86,18 +92,12 @@ fn decide(plan: &args::Plan, p: &Value) -> (&'static str, String) {
     ("allow_once", "allowed by the run's flags".into())
 }
 
+/// The names in a `tool.list` answer (a list of descriptors).
 fn tool_names(list: &Value) -> Vec<String> {
-    let rows = list
-        .as_array()
-        .or_else(|| list.get("tools").and_then(Value::as_array));
-    rows.into_iter()
+    list.as_array()
+        .into_iter()
         .flatten()
-        .filter_map(|t| {
-            t.get("name")
-                .or_else(|| t.get("function").and_then(|f| f.get("name")))
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
+        .filter_map(|t| t.pointer("/function/name")?.as_str().map(str::to_string))
         .collect()
 }
 
@@ -436,18 +436,12 @@ async fn startup_failure(sc: &Sidecar, format: Format, e: Early) -> i32 {
         let code = status.and_then(|s| s.code()).unwrap_or(EXIT_FAILED);
         let msg =
             format!("the sidecar exited before the turn started (exit {code}); its error is above");
-        if code == EXIT_USAGE {
-            return usage(format, &msg);
-        }
-        eprintln!("outrigger run: {msg}");
-        if format != Format::Text {
-            let mut f = Map::new();
-            f.insert("status".into(), json!("failed"));
-            f.insert("reason".into(), json!(msg));
-            f.insert("exitCode".into(), json!(EXIT_FAILED));
-            Report::new(format, false).finish(f);
-        }
-        return EXIT_FAILED;
+        let code = if code == EXIT_USAGE {
+            EXIT_USAGE
+        } else {
+            EXIT_FAILED
+        };
+        return early_end(format, &msg, code);
     };
     let code = usage(format, &msg);
     sc.shutdown(SHUTDOWN_GRACE).await;

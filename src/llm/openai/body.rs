@@ -206,10 +206,6 @@ fn wire_part(p: &Part) -> Value {
                     "data:{};base64,{d}",
                     p.media_type.as_deref().unwrap_or("image/png")
                 ),
-                // A stored image's reference without its bytes means nothing to the model.
-                (Some(u), None) if u.starts_with("outrigger-image:") => {
-                    return json!({"type": "text", "text": "[image not available]"});
-                }
                 (Some(u), None) => u.clone(),
                 (None, None) => String::new(),
             };
