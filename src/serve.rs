@@ -59,6 +59,7 @@ pub fn builtin_tools(config: &Config, shared: &SharedConfig) -> Builtins {
     if let Err(e) = router.register(crate::tools::router::Registration::new(Arc::new(bash))) {
         tracing::error!("cannot register bash: {e}");
     }
+    crate::tools::bash::session::register(&router, sandbox.clone());
     // web_fetch / web_search: a bad web setting leaves them out (logged), never stops boot.
     let merged = config.merged();
     crate::tools::web::register(&router, &|k: &str| {

@@ -295,8 +295,13 @@ impl Prepared {
         } = self;
         let lifecycle = agent.lifecycle.clone();
         let pool = turn.pool.clone();
+        let chat_key = turn.session_key();
         lifecycle.spawn(async move {
             let mut c = with_watchdog(turn.run(), handle.cancel.clone(), CANCEL_WATCHDOG).await;
+            if c.status == Status::Cancelled {
+                // What the chat left running across turns (terminals) ends with it.
+                agent.router.chat_cancelled(&chat_key);
+            }
             if c.status == Status::Cancelled && shutdown.is_cancelled() {
                 c.reason = "cancelled by shutdown".into();
             }

@@ -552,6 +552,21 @@ pub static KEYS: &[KeySpec] = &[
         doc: "bytes of bash output returned (start and end kept around an omitted-bytes marker)",
     },
     KeySpec {
+        name: "bash_max_sessions",
+        kind: Kind::Int { min: 1, max: 64 },
+        default: || json!(8),
+        doc: "bash_session terminals live at once per chat; starting one more is refused naming the idlest",
+    },
+    KeySpec {
+        name: "bash_session_buffer_bytes",
+        kind: Kind::Int {
+            min: 16_384,
+            max: 16_777_216,
+        },
+        default: || json!(1_048_576),
+        doc: "output a bash_session keeps between calls; past it the oldest bytes are dropped and the next result says how many",
+    },
+    KeySpec {
         name: "bash_raw_output",
         kind: Kind::Bool,
         default: || json!(false),

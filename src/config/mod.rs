@@ -433,6 +433,14 @@ impl Config {
                 .and_then(|n| usize::try_from(n).ok())
                 .unwrap_or(12_288),
             bash_raw_output: get("bash_raw_output").as_bool().unwrap_or(false),
+            bash_max_sessions: get("bash_max_sessions")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(8),
+            bash_session_buffer_bytes: get("bash_session_buffer_bytes")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(1_048_576),
             bash_env_deny: string_list(&get("bash_env_deny")),
             bash_env_inherit: get("bash_env_inherit")
                 .as_str()
@@ -535,6 +543,10 @@ pub struct Settings {
     pub bash_max_timeout_ms: u64,
     pub bash_max_output_bytes: usize,
     pub bash_raw_output: bool,
+    /// Live `bash_session` terminals per chat.
+    pub bash_max_sessions: usize,
+    /// Output a `bash_session` buffers between calls (the oldest is dropped past it).
+    pub bash_session_buffer_bytes: usize,
     /// Patterns removed besides `sandbox::secrets::SECRET_ENV_PATTERNS`.
     pub bash_env_deny: Vec<String>,
     pub bash_env_allow: Vec<String>,

@@ -365,6 +365,7 @@ async fn start_process(
         launcher: ctx.launcher.clone(),
         cgroup: None,
         warm: None,
+        terminal: None,
     };
     let spawned = spawn::spawn(spec, None)
         .await

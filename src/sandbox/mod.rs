@@ -13,6 +13,7 @@ pub mod launcher;
 pub mod namespaces;
 pub mod policy;
 pub mod protect;
+pub mod pty;
 pub mod seccomp_layer;
 pub mod secrets;
 pub mod spare;

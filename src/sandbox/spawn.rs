@@ -41,6 +41,11 @@ pub struct SpawnSpec {
     /// Start it in a warm spare (see [`super::spare`]) when one fits; `Some(idle)` also
     /// keeps the next spare waiting that long. Needs `launcher`.
     pub warm: Option<Duration>,
+    /// A pseudo-terminal's slave side: it becomes the command's stdin, stdout and stderr and
+    /// its controlling terminal (the child leads a new session instead of only a new process
+    /// group, so `^C` written to the master reaches the command). `stdin` and `warm` are
+    /// ignored.
+    pub terminal: Option<std::os::fd::OwnedFd>,
 }
 
 /// The command's stdin.
@@ -95,6 +100,18 @@ fn command(spec: &SpawnSpec) -> std::io::Result<Command> {
             c
         }
     };
+    if spec.terminal.is_some() {
+        // SAFETY: setsid and ioctl are async-signal-safe; fd 0 is the terminal by now (std
+        // sets up stdio before running the hooks).
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
     if let Some(cg) = &spec.cgroup {
         let procs = cg.procs_path().to_owned();
         // SAFETY: the hook only makes async-signal-safe calls (open, write, close).
@@ -107,10 +124,25 @@ fn command(spec: &SpawnSpec) -> std::io::Result<Command> {
     }
     cmd.envs(spec.extra_env.iter().map(|(k, v)| (k, v)))
         .current_dir(&spec.cwd)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
+    match &spec.terminal {
+        Some(tty) => {
+            // A session leader is its own group leader already (setsid above); asking for
+            // a process group too would make setsid fail.
+            cmd.stdin(Stdio::from(tty.try_clone()?))
+                .stdout(Stdio::from(tty.try_clone()?))
+                .stderr(Stdio::from(tty.try_clone()?));
+        }
+        None => {
+            cmd.stdin(match spec.stdin {
+                Stdin::Null => Stdio::null(),
+                Stdin::Piped => Stdio::piped(),
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        }
+    }
     Ok(cmd)
 }
 
@@ -125,7 +157,7 @@ pub async fn spawn(
     mut spec: SpawnSpec,
     lifecycle: Option<&Lifecycle>,
 ) -> std::io::Result<Spawned<'_>> {
-    if let (Some(idle), Some(exe)) = (spec.warm, spec.launcher.clone()) {
+    if let (Some(idle), Some(exe), None) = (spec.warm, spec.launcher.clone(), &spec.terminal) {
         let mut env = match &spec.env {
             Some(e) => e.clone(),
             None => std::env::vars_os().collect(),
@@ -151,10 +183,6 @@ pub async fn spawn(
         }
     }
     let mut cmd = command(&spec)?;
-    cmd.stdin(match spec.stdin {
-        Stdin::Null => Stdio::null(),
-        Stdin::Piped => Stdio::piped(),
-    });
     let mut attempt = 1;
     let child = loop {
         match cmd.spawn() {
@@ -165,6 +193,10 @@ pub async fn spawn(
             other => break other?,
         }
     };
+    // Our copies of the terminal's slave side go, so the master reads EOF once the command's
+    // processes have all closed it.
+    drop(cmd);
+    spec.terminal = None;
     registered(child, spec.cgroup.take(), lifecycle)
 }
 
@@ -173,7 +205,8 @@ fn registered(
     cgroup: Option<CommandCgroup>,
     lifecycle: Option<&Lifecycle>,
 ) -> std::io::Result<Spawned<'_>> {
-    // process_group(0) makes the child its own group leader, so its pid is the pgid.
+    // process_group(0) (or setsid) makes the child its own group leader, so its pid is the
+    // pgid.
     let Some(pgid) = child.id().and_then(|p| i32::try_from(p).ok()) else {
         return Err(std::io::Error::other(
             "the child exited before its pid could be read",

@@ -79,7 +79,12 @@ pub struct Router {
     entries: RwLock<BTreeMap<String, Arc<Entry>>>,
     generation: AtomicU64,
     search_cache: Mutex<Option<Arc<DeferredIndex>>>,
+    /// Called with a chat's key when a turn of it is cancelled (`on_chat_cancelled`).
+    chat_cancelled: Mutex<Vec<ChatHook>>,
 }
+
+/// What tools that keep processes across calls run when a turn of a chat is cancelled.
+pub type ChatHook = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Resolves a registration's overrides into an entry (not yet in the registry).
 fn build_entry(reg: Registration) -> Result<Entry, RegisterError> {
@@ -117,6 +122,27 @@ fn owner_label(plugin: &Option<String>) -> String {
 }
 
 impl Router {
+    /// Runs `hook` with a chat's key whenever a turn of that chat is cancelled: tools that
+    /// keep processes across calls (`bash_session`) end them.
+    pub fn on_chat_cancelled(&self, hook: ChatHook) {
+        self.chat_cancelled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(hook);
+    }
+
+    /// A turn of chat `key` was cancelled.
+    pub fn chat_cancelled(&self, key: &str) {
+        let hooks = self
+            .chat_cancelled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for h in hooks {
+            h(key);
+        }
+    }
+
     /// A router holding the built-in `tool_search`.
     pub fn new() -> Arc<Router> {
         Arc::new_cyclic(|weak: &Weak<Router>| {
@@ -124,6 +150,7 @@ impl Router {
                 entries: RwLock::new(BTreeMap::new()),
                 generation: AtomicU64::new(0),
                 search_cache: Mutex::new(None),
+                chat_cancelled: Mutex::new(Vec::new()),
             };
             let search = Registration::new(Arc::new(ToolSearch::new(weak.clone())));
             if let Err(e) = router.register(search) {

@@ -6,8 +6,10 @@
 mod host_spawn;
 pub mod output;
 pub mod saved;
+pub mod session;
 
 use std::collections::HashSet;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,8 +17,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::config::Settings;
 use crate::sandbox::capture::{Capture, Reader};
+use crate::sandbox::cgroup::CommandCgroup;
 use crate::sandbox::launcher::{ERROR_PREFIX, LAUNCH_FAILED};
+use crate::sandbox::policy::LaunchSpec;
+use crate::sandbox::protect;
 use crate::sandbox::spawn::{PrivateTmp, SpawnSpec, Stdin, spawn, terminate};
 use crate::sandbox::{Marker, Sandbox, secrets};
 use crate::tools::{Tool, ToolContext, ToolFuture, ToolMode, ToolResult};
@@ -142,48 +148,18 @@ impl BashTool {
         let workspace = ctx.workspace_root.clone();
         self.prune_once(&workspace);
 
-        let tmp = match PrivateTmp::create() {
-            Ok(t) => t,
-            Err(e) => {
-                return ToolResult::recoverable(format!(
-                    "bash: cannot create a private temp dir: {e}"
-                ));
-            }
+        let Setup {
+            tmp,
+            marker,
+            launch,
+            cgroup,
+            warm,
+            guard,
+            env,
+        } = match setup(&self.sandbox, &ctx, &settings, Self::NAME).await {
+            Ok(s) => s,
+            Err(r) => return r,
         };
-        let mut prepared = match self
-            .sandbox
-            .prepare(
-                &workspace,
-                ctx.exec_sandbox.as_ref(),
-                Some(tmp.path()),
-                true,
-            )
-            .await
-        {
-            Ok(p) => p,
-            Err(e) => {
-                let network = ctx.exec_sandbox.as_ref().and_then(|r| r.network);
-                let marker = self.sandbox.describe(network).await.marker;
-                return with_marker(
-                    ToolResult::recoverable(format!("bash refused: {e}"))
-                        .with_data("kind", "sandbox_unmet"),
-                    &marker,
-                );
-            }
-        };
-        let marker = prepared.marker.clone();
-        // This session's spill files stay readable although `$OUTRIGGER_HOME` is hidden.
-        let stream = ctx.host_context.get("streamId").and_then(Value::as_str);
-        if let (Some(home), Some(stream)) = (self.sandbox.home(), stream) {
-            prepared.reveal(secrets::spill_dir(&home, stream));
-        }
-        let guard = prepared.guard.take();
-
-        let tmp_os = tmp.path().as_os_str().to_os_string();
-        let mut env = secrets::command_env(Some(&settings));
-        for k in ["TMPDIR", "TMP", "TEMP"] {
-            env.push((k.into(), tmp_os.clone()));
-        }
         let spec = SpawnSpec {
             program: PathBuf::from("bash"),
             args: vec![
@@ -196,10 +172,11 @@ impl BashTool {
             env: Some(env),
             extra_env: Vec::new(),
             stdin: Stdin::Null,
-            launch: prepared.launch,
+            launch,
             launcher: self.sandbox.launcher().map(Path::to_path_buf),
-            cgroup: prepared.cgroup,
-            warm: prepared.warm,
+            cgroup,
+            warm,
+            terminal: None,
         };
         let started = Instant::now();
         let lifecycle = ctx.lifecycle.as_deref();
@@ -328,6 +305,72 @@ impl BashTool {
     }
 }
 
+/// What a sandboxed bash needs before it spawns (`bash` and `bash_session` alike).
+pub(crate) struct Setup {
+    /// The command's private `$TMPDIR` (removed when dropped: keep it until the command ends).
+    pub tmp: PrivateTmp,
+    pub marker: Marker,
+    pub launch: Option<LaunchSpec>,
+    pub cgroup: Option<CommandCgroup>,
+    pub warm: Option<Duration>,
+    /// Finish it once the command's processes are dead.
+    pub guard: Option<protect::Guard>,
+    /// The scrubbed environment with the temp dir set.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+/// The private temp dir, the sandbox's launch spec for `ctx`, and the environment; a refusal
+/// is returned as the tool's result (with the marker).
+pub(crate) async fn setup(
+    sandbox: &Sandbox,
+    ctx: &ToolContext,
+    settings: &Settings,
+    tool: &str,
+) -> Result<Setup, ToolResult> {
+    let tmp = PrivateTmp::create().map_err(|e| {
+        ToolResult::recoverable(format!("{tool}: cannot create a private temp dir: {e}"))
+    })?;
+    let mut prepared = match sandbox
+        .prepare(
+            &ctx.workspace_root,
+            ctx.exec_sandbox.as_ref(),
+            Some(tmp.path()),
+            true,
+        )
+        .await
+    {
+        Ok(p) => p,
+        Err(e) => {
+            let network = ctx.exec_sandbox.as_ref().and_then(|r| r.network);
+            let marker = sandbox.describe(network).await.marker;
+            return Err(with_marker(
+                ToolResult::recoverable(format!("{tool} refused: {e}"))
+                    .with_data("kind", "sandbox_unmet"),
+                &marker,
+            ));
+        }
+    };
+    // This session's spill files stay readable although `$OUTRIGGER_HOME` is hidden.
+    let stream = ctx.host_context.get("streamId").and_then(Value::as_str);
+    if let (Some(home), Some(stream)) = (sandbox.home(), stream) {
+        prepared.reveal(secrets::spill_dir(&home, stream));
+    }
+    let tmp_os = tmp.path().as_os_str().to_os_string();
+    let mut env = secrets::command_env(Some(settings));
+    for k in ["TMPDIR", "TMP", "TEMP"] {
+        env.push((k.into(), tmp_os.clone()));
+    }
+    Ok(Setup {
+        tmp,
+        marker: prepared.marker.clone(),
+        launch: prepared.launch.take(),
+        cgroup: prepared.cgroup.take(),
+        warm: prepared.warm,
+        guard: prepared.guard.take(),
+        env,
+    })
+}
+
 /// Says in the result that the call's `timeoutMs` was lowered to the ceiling.
 fn note_clamp(r: ToolResult, timeout_ms: u64, clamped: bool) -> ToolResult {
     if clamped {
@@ -356,7 +399,7 @@ fn failure(error: String, data: Map<String, Value>) -> ToolResult {
     }
 }
 
-fn with_marker(r: ToolResult, m: &Marker) -> ToolResult {
+pub(crate) fn with_marker(r: ToolResult, m: &Marker) -> ToolResult {
     r.with_data(
         "_sandbox",
         json!({"backend": m.backend, "enforcement": m.enforcement}),

@@ -128,6 +128,24 @@ pub fn fit(s: &str, allot: usize) -> Bounded {
     }
 }
 
+/// The end of `s` within `allot` bytes, marker included: output read as it arrives, where
+/// the newest lines matter most. The marker (`[N bytes omitted{note}]`) leads.
+pub fn fit_tail(s: &str, allot: usize, note: &str) -> Bounded {
+    if s.len() <= allot {
+        return Bounded {
+            text: s.to_string(),
+            omitted: 0,
+        };
+    }
+    let tail_marker = |n: usize| format!("[{n} bytes omitted{note}]\n");
+    let keep = allot.saturating_sub(tail_marker(s.len()).len());
+    let start = ceil_boundary(s, s.len() - keep.min(s.len()));
+    Bounded {
+        text: format!("{}{}", tail_marker(start), &s[start..]),
+        omitted: start,
+    }
+}
+
 fn marker(omitted: usize) -> String {
     format!("\n[{omitted} bytes omitted]\n")
 }
@@ -180,6 +198,18 @@ mod tests {
         assert_eq!(head.len() + tail.len() + b.omitted, 1000);
         assert!(s.starts_with(head) && s.ends_with(tail));
         assert_eq!(fit("short", 200).text, "short");
+    }
+
+    #[test]
+    fn fit_tail_keeps_the_end_behind_an_exact_count() {
+        let s = "é".repeat(500) + "THE END";
+        let b = fit_tail(&s, 120, "; saved");
+        assert!(b.text.len() <= 120, "{}", b.text.len());
+        let (head, tail) = b.text.split_once("]\n").unwrap();
+        assert_eq!(head, format!("[{} bytes omitted; saved", b.omitted));
+        assert!(s.ends_with(tail) && tail.ends_with("THE END"));
+        assert_eq!(b.omitted + tail.len(), s.len());
+        assert_eq!(fit_tail("short", 120, "").text, "short");
     }
 
     #[test]

@@ -296,6 +296,7 @@ async fn run_inner(
         launcher,
         cgroup,
         warm,
+        terminal: None,
     };
 
     let start = Instant::now();

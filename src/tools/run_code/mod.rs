@@ -277,6 +277,7 @@ pub async fn run(
         launcher,
         cgroup,
         warm: None,
+        terminal: None,
     };
     let Spawned { mut child, group } = match spawn(spec, ctx.lifecycle.as_deref()).await {
         Ok(s) => s,
