@@ -398,6 +398,21 @@ pub fn args_object(name: &str, args: Value) -> Result<Map<String, Value>, Invali
     }
 }
 
+/// The most characters of one schema problem's message.
+const PROBLEM_CHARS: usize = 300;
+
+/// `s` cut to `max` characters, keeping its start and end around an ellipsis.
+fn shorten(s: &str, max: usize) -> String {
+    let n = s.chars().count();
+    if n <= max {
+        return s.to_string();
+    }
+    let keep = max.saturating_sub(1) / 2;
+    let head: String = s.chars().take(keep).collect();
+    let tail: String = s.chars().skip(n - keep).collect();
+    format!("{head}…{tail}")
+}
+
 /// Checks arguments against a compiled schema; the error names each field (at most five)
 /// and what it expected.
 pub fn schema_problems(
@@ -410,10 +425,13 @@ pub fn schema_problems(
         .take(5)
         .map(|e| {
             let path = e.instance_path().to_string();
+            // The validator's message quotes the offending value whole: bound it (a 70 KB
+            // string argument must not come back as a 70 KB error).
+            let msg = shorten(&e.to_string(), PROBLEM_CHARS);
             if path.is_empty() {
-                e.to_string()
+                msg
             } else {
-                format!("at {path}: {e}")
+                format!("at {path}: {msg}")
             }
         })
         .collect();

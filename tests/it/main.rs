@@ -10,6 +10,7 @@ mod acp;
 mod apply_edits;
 mod backpressure;
 mod bash;
+mod bash_session;
 mod catalog_rpc;
 mod chat;
 mod chat_cancel;

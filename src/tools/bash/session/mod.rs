@@ -279,10 +279,7 @@ impl BashSession {
                 ToolResult::ok(data)
             }
             (None, Some(id)) => match self.terminals.get(&chat, id) {
-                Some(t) => {
-                    let _busy = t.busy.lock().await;
-                    read(&self.terminals, &chat, &t, yield_of(&args), &view, &ctx).await
-                }
+                Some(t) => read(&self.terminals, &chat, &t, yield_of(&args), &view, &ctx).await,
                 None => unknown(&self.terminals, &chat, id),
             },
             (Some(command), None) => self.start(ctx, &chat, command, &args, &view).await,
@@ -328,7 +325,6 @@ impl BashSession {
                 .max_by_key(|t| t.idle());
             return full_error(&idlest, max);
         }
-        let _busy = t.busy.lock().await;
         read(&self.terminals, chat, &t, yield_of(args), view, &ctx)
             .await
             .with_data("command", command)
@@ -402,8 +398,11 @@ impl Tool for WriteStdin {
                 return unknown(&self.terminals, &chat, id);
             };
             let view = view_of(&self.sandbox, &args);
-            let _busy = t.busy.lock().await;
-            if let Err(e) = t.write(chars.as_bytes(), &ctx.cancel).await {
+            let typed = {
+                let _typing = t.typing.lock().await;
+                t.write(chars.as_bytes(), &ctx.cancel).await
+            };
+            if let Err(e) = typed {
                 // What the command printed still reaches the model, with the reason.
                 let r = read(&self.terminals, &chat, &t, Duration::ZERO, &view, &ctx).await;
                 return ToolResult {
@@ -455,9 +454,11 @@ impl Tool for BashSessionKill {
             let Some(t) = self.terminals.remove(&chat, id) else {
                 return unknown(&self.terminals, &chat, id);
             };
+            let running = t.running();
             let c = t.kill().await;
             let view = view_of(&self.sandbox, &Map::new());
-            render(&t, c, &view, &ctx).with_data("killed", true)
+            // A command that had already exited was not killed: its own exit code stands.
+            render(&t, c, &view, &ctx).with_data("killed", running)
         })
     }
 }

@@ -135,8 +135,9 @@ pub struct Terminal {
     life: watch::Receiver<Life>,
     /// Cancelled to end the command: SIGHUP and SIGTERM to its group, SIGKILL after a grace.
     end: CancellationToken,
-    /// One call at a time reads or writes.
-    pub busy: tokio::sync::Mutex<()>,
+    /// One `write_stdin` at a time types (reads never wait: a long poll must not hold
+    /// keystrokes back).
+    pub typing: tokio::sync::Mutex<()>,
 }
 
 impl Drop for Terminal {
@@ -255,7 +256,7 @@ impl Terminal {
             pending,
             life: rx,
             end,
-            busy: tokio::sync::Mutex::new(()),
+            typing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -405,17 +406,52 @@ async fn read_loop(
     stop.cancel();
 }
 
-/// SIGHUP to the terminal's foreground process group, if it has one apart from ours.
-fn hang_up(master: &AsyncFd<File>) {
+/// SIGHUP to every process group of the terminal's session (`sid`, the launcher's pid) and
+/// to its foreground group: an interactive shell moves itself and each job into groups of
+/// their own, and a shell whose job has the terminal is not in the foreground group.
+fn hang_up(master: &AsyncFd<File>, sid: i32) {
     use std::os::fd::AsRawFd;
+    let mut groups = session_groups(sid);
     // SAFETY: TIOCGPGRP on the master reads the slave side's foreground group.
     let fg = unsafe { libc::tcgetpgrp(master.get_ref().as_raw_fd()) };
-    if fg > 1 {
+    groups.push(fg);
+    groups.sort_unstable();
+    groups.dedup();
+    for g in groups.into_iter().filter(|g| *g > 1) {
         let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(fg),
+            nix::unistd::Pid::from_raw(g),
             nix::sys::signal::Signal::SIGHUP,
         );
     }
+}
+
+/// The process groups of session `sid`, from `/proc/<pid>/stat` (pgrp and session are the
+/// 3rd and 4th fields after the command name).
+fn session_groups(sid: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in dir.flatten() {
+        let name = e.file_name();
+        if !name.to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().take(4).collect();
+        if let [_, _, pgrp, session] = f[..]
+            && session.parse::<i32>() == Ok(sid)
+            && let Ok(g) = pgrp.parse::<i32>()
+        {
+            out.push(g);
+        }
+    }
+    out
 }
 
 struct Keeper {
@@ -453,11 +489,10 @@ async fn keep(k: Keeper) {
             st.is_ok()
         }
         _ = end.cancelled() => {
-            // A hangup first, as when a terminal closes, to the command's group and to the
-            // terminal's foreground group (an interactive shell moves into its own group, and
-            // ignores SIGTERM).
+            // A hangup first, as when a terminal closes, to every group of its session (an
+            // interactive shell moves into its own group, and ignores SIGTERM).
             group.signal(nix::sys::signal::Signal::SIGHUP);
-            hang_up(&master);
+            hang_up(&master, group.pgid());
             terminate(&mut child, &group, KILL_GRACE).await
         }
     };
