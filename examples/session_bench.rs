@@ -45,16 +45,28 @@ fn main() {
     let mut starts = Vec::new();
     for _ in 0..STARTS {
         let t = Instant::now();
-        let d = tool(&mut s, "bash_session", json!({"command": "true", "yieldMs": 0}));
+        let d = tool(
+            &mut s,
+            "bash_session",
+            json!({"command": "true", "yieldMs": 0}),
+        );
         starts.push(t.elapsed());
         let id = d["sessionId"].as_str().unwrap().to_string();
         // Let it finish and be forgotten.
-        while tool(&mut s, "bash_session", json!({"sessionId": id, "yieldMs": 200}))["running"]
+        while tool(
+            &mut s,
+            "bash_session",
+            json!({"sessionId": id, "yieldMs": 200}),
+        )["running"]
             == true
         {}
     }
 
-    let d = tool(&mut s, "bash_session", json!({"command": "cat", "yieldMs": 0}));
+    let d = tool(
+        &mut s,
+        "bash_session",
+        json!({"command": "cat", "yieldMs": 0}),
+    );
     let id = d["sessionId"].as_str().unwrap().to_string();
     let mut trips = Vec::new();
     let mut polls = 0usize;
@@ -73,7 +85,11 @@ fn main() {
         while out.matches(line.as_str()).count() < 2 {
             polls += 1;
             out.push_str(
-                tool(&mut s, "bash_session", json!({"sessionId": id, "yieldMs": 0}))["output"]
+                tool(
+                    &mut s,
+                    "bash_session",
+                    json!({"sessionId": id, "yieldMs": 0}),
+                )["output"]
                     .as_str()
                     .unwrap(),
             );

@@ -434,7 +434,10 @@ fn session_groups(sid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     for e in dir.flatten() {
         let name = e.file_name();
-        if !name.to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())) {
+        if !name
+            .to_str()
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        {
             continue;
         }
         let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
