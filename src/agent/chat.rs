@@ -459,6 +459,7 @@ mod tests {
             completion: 1_000_000,
             total: 2_000_000,
             cached: 0,
+            cache_write: 0,
         };
         assert_eq!(usage_report(u, None).cost_usd, None);
         let pr = Pricing {

@@ -362,11 +362,17 @@ fn checked(
     let raw: Raw = strict::decode(v)?;
     refuse_unsupported(obj)?;
     // Provider construction.
-    let pp: ProviderParams = strict::decode(v)?;
+    let mut pp: ProviderParams = strict::decode(v)?;
     if pp.provider.trim().is_empty() {
-        return Err(
-            "failed to construct LLM provider: provider is required (e.g. \"openai_compat\" or \"scripted\")".into(),
-        );
+        // Only a base URL: the catalog's wire kind for that host names the provider.
+        match pp.base_url.as_deref().and_then(llm::provider_for) {
+            Some(p) => pp.provider = p.to_string(),
+            None => {
+                return Err(
+                    "failed to construct LLM provider: provider is required (e.g. \"openai_compat\", \"anthropic\", \"responses\", \"google\" or \"scripted\")".into(),
+                );
+            }
+        }
     }
     if pp.provider != "scripted" && pp.model.trim().is_empty() {
         return Err(

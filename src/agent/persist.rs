@@ -36,7 +36,14 @@ pub fn to_record(m: &Message) -> Value {
         let calls: Vec<Value> = m
             .tool_calls
             .iter()
-            .map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments}))
+            .map(|c| {
+                let mut o = json!({"id": c.id, "name": c.name, "arguments": c.arguments});
+                // Vendor data the call must be replayed with (Gemini's thought signature).
+                if let Some(x) = &c.extra_content {
+                    o["extra_content"] = x.clone();
+                }
+                o
+            })
             .collect();
         o.insert("tool_calls".into(), Value::Array(calls));
     }
@@ -109,7 +116,11 @@ pub fn from_record(v: &Value) -> Option<Message> {
                     name: c.get("name")?.as_str()?.to_string(),
                     arguments: c.get("arguments").cloned().unwrap_or(json!({})),
                     arguments_error: None,
-                    extra_content: None,
+                    extra_content: c
+                        .get("extra_content")
+                        .or_else(|| c.get("extraContent"))
+                        .filter(|x| !x.is_null())
+                        .cloned(),
                 })
             })
             .collect();

@@ -126,6 +126,8 @@ enum Streamed {
         reasoning: String,
         calls: Vec<ToolCall>,
         finish: String,
+        /// Vendor state to send back with this answer (`LlmEvent::State`).
+        state: Option<Value>,
     },
     Cancelled {
         text: String,
@@ -463,7 +465,7 @@ impl Turn {
             }
             // 6. stream the provider
             let streamed = self.stream_round(!self.wrap_up).await;
-            let (text, reasoning, calls, finish) = match streamed {
+            let (text, reasoning, calls, finish, state) = match streamed {
                 Streamed::Cancelled { text } => return self.cancelled(text).await,
                 Streamed::Error(LlmError::ContextOverflow { message })
                     if recoveries < cx::MAX_OVERFLOW_RECOVERIES =>
@@ -490,7 +492,8 @@ impl Turn {
                     reasoning,
                     calls,
                     finish,
-                } => (text, reasoning, calls, finish),
+                    state,
+                } => (text, reasoning, calls, finish, state),
             };
             recoveries = 0;
             self.rounds += 1;
@@ -499,6 +502,7 @@ impl Turn {
             if !reasoning.is_empty() {
                 assistant.reasoning = Some(reasoning);
             }
+            assistant.reasoning_details = state;
             // token budget
             if self.budget_used > self.p.cfg.budget_tokens {
                 self.push(assistant, ItemKind::Assistant);
@@ -833,6 +837,7 @@ impl Turn {
         let mut s = self.p.provider.stream(req, self.handle.cancel.clone());
         let (mut text, mut reasoning, mut calls) = (String::new(), String::new(), Vec::new());
         let mut finish = String::new();
+        let mut state: Option<Value> = None;
         let mut usage: Option<Usage> = None;
         let outcome = loop {
             // The provider also watches the token; selecting here keeps the promise even
@@ -857,6 +862,7 @@ impl Turn {
                         reasoning: std::mem::take(&mut reasoning),
                         calls: std::mem::take(&mut calls),
                         finish: std::mem::take(&mut finish),
+                        state: state.take(),
                     };
                 }
                 Some(Ok(ev)) => match ev {
@@ -885,6 +891,7 @@ impl Turn {
                         text.clear();
                         reasoning.clear();
                         calls.clear();
+                        state = None;
                         let mut n = Map::new();
                         n.insert("hook".into(), json!("on_request_error"));
                         n.insert("action".into(), json!("retry"));
@@ -900,6 +907,7 @@ impl Turn {
                         }
                     }
                     LlmEvent::Finish { reason } => finish = reason,
+                    LlmEvent::State { data } => state = Some(data),
                 },
                 Some(Err(LlmError::Cancelled)) => {
                     break Streamed::Cancelled {

@@ -73,11 +73,13 @@ impl ProviderFlags {
             model = self.model.clone().unwrap_or_else(|| "scripted".into());
             params.insert("scriptPath".into(), json!(absolute(script)?));
         } else {
+            // Without an endpoint the default is OpenAI itself; with one, a compatible server.
+            let has_base = self.base_url.is_some() || config_str(config, "base_url").is_some();
             provider = self
                 .provider
                 .clone()
                 .or_else(|| config_str(config, "provider"))
-                .unwrap_or_else(|| "openai_compat".into());
+                .unwrap_or_else(|| if has_base { "openai_compat" } else { "openai" }.into());
             if provider == "scripted" {
                 return Err("--provider scripted needs --script FILE".into());
             }
@@ -91,14 +93,21 @@ impl ProviderFlags {
                 .base_url
                 .clone()
                 .or_else(|| config_str(config, "base_url"));
-            let key = std::env::var("OUTRIGGER_API_KEY")
-                .ok()
-                .filter(|k| !k.is_empty());
-            if base_url.is_none() && key.is_none() && provider != "ollama" {
-                return Err(format!(
-                    "no API key for {}: set OUTRIGGER_API_KEY, or pass --base-url for a local server",
-                    crate::llm::DEFAULT_OPENAI_BASE_URL
-                ));
+            // The sidecar builds the same provider: its errors (a missing key naming the
+            // variables tried, a compat server without an endpoint) come before any child.
+            let pp = crate::llm::ProviderParams {
+                provider: provider.clone(),
+                model: model.clone(),
+                base_url: base_url.clone(),
+                ..Default::default()
+            };
+            if let Err(e) =
+                crate::llm::build_provider(&pp, crate::llm::LlmSettings::default(), None)
+            {
+                return Err(match base_url {
+                    None => format!("{e}; or pass --base-url for a local server"),
+                    Some(_) => e.to_string(),
+                });
             }
             if let Some(u) = base_url {
                 params.insert("baseUrl".into(), json!(u));

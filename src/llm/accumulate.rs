@@ -509,6 +509,7 @@ impl Decoder {
             completion,
             total: n("total_tokens").unwrap_or(prompt + completion),
             cached,
+            cache_write: 0,
         });
     }
 
@@ -552,25 +553,31 @@ impl Decoder {
     }
 }
 
+/// A call's accumulated argument text as JSON: `{}` when empty; when it does not parse, the
+/// raw text as a string and why (the loop answers the model with a recoverable error).
+/// Every provider's decoder ends a call with this.
+pub fn parse_arguments(raw: String) -> (Value, Option<String>) {
+    if raw.trim().is_empty() {
+        return (Value::Object(Map::new()), None);
+    }
+    match serde_json::from_str::<Value>(&raw) {
+        Ok(v) => (v, None),
+        Err(e) => (
+            Value::String(raw),
+            Some(format!(
+                "the model's arguments are not valid JSON ({e}); they may have been cut off"
+            )),
+        ),
+    }
+}
+
 fn complete(n: usize, s: Slot) -> ToolCall {
     let id = if s.id.is_empty() {
         format!("call_{n}")
     } else {
         s.id
     };
-    let (arguments, arguments_error) = if s.args.trim().is_empty() {
-        (Value::Object(Map::new()), None)
-    } else {
-        match serde_json::from_str::<Value>(&s.args) {
-            Ok(v) => (v, None),
-            Err(e) => (
-                Value::String(s.args),
-                Some(format!(
-                    "the model's arguments are not valid JSON ({e}); they may have been cut off"
-                )),
-            ),
-        }
-    };
+    let (arguments, arguments_error) = parse_arguments(s.args);
     ToolCall {
         id,
         name: s.name,
@@ -694,6 +701,8 @@ pub fn is_overflow(lower: &str) -> bool {
     ]
     .iter()
     .any(|p| lower.contains(p))
+        // Gemini: "The input token count (N) exceeds the maximum number of tokens allowed".
+        || (lower.contains("input token count") && lower.contains("exceeds"))
 }
 
 /// Splitter and decoder over a whole body cut into `parts`: the events, then the error
@@ -732,3 +741,19 @@ pub fn decode_parts(parts: &[&[u8]], opts: DecodeOptions) -> (Vec<LlmEvent>, Opt
 
 #[cfg(test)]
 mod tests;
+
+/// The OpenAI-compatible decoder behind the native providers' trait, so one stream reader
+/// (`native::pump`) serves every provider.
+impl super::native::Decode for Decoder {
+    fn frame(&mut self, f: Frame<'_>, out: &mut Vec<LlmEvent>) -> Result<(), LlmError> {
+        Decoder::frame(self, f, out)
+    }
+
+    fn finish(&mut self, out: &mut Vec<LlmEvent>) -> Result<(), LlmError> {
+        Decoder::finish(self, out)
+    }
+
+    fn is_done(&self) -> bool {
+        Decoder::is_done(self)
+    }
+}

@@ -40,7 +40,7 @@ fn summarize(events: &[LlmEvent], err: &Option<LlmError>) -> Summary {
             }
             LlmEvent::Usage(u) => s.usage = Some(*u),
             LlmEvent::Finish { reason } => s.finish = Some(reason.clone()),
-            LlmEvent::Retry { .. } | LlmEvent::Raw(_) => {}
+            LlmEvent::Retry { .. } | LlmEvent::Raw(_) | LlmEvent::State { .. } => {}
         }
     }
     s.error = err.as_ref().map(LlmError::kind);
@@ -53,6 +53,7 @@ fn usage(prompt: u64, completion: u64, total: u64, cached: u64) -> Option<Usage>
         completion,
         total,
         cached,
+        cache_write: 0,
     })
 }
 

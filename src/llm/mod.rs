@@ -6,14 +6,19 @@
 //! retry sleep) and ends the stream with `LlmError::Cancelled`.
 
 pub mod accumulate;
+pub mod anthropic;
+pub mod build;
 pub mod catalog;
 pub mod compat;
 #[cfg(test)]
 mod fixture_tests;
+pub mod gemini;
 pub mod models_list;
+pub mod native;
 pub mod openai;
 pub mod presets;
 pub mod probe;
+pub mod responses;
 pub mod retry;
 pub mod scripted;
 pub mod sse;
@@ -21,7 +26,7 @@ pub mod types;
 
 use crate::strict::Invalid;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -142,87 +147,9 @@ pub struct ProviderParams {
     pub script_path: Option<PathBuf>,
 }
 
-/// The wire names of the OpenAI-compatible provider.
-pub const OPENAI_NAMES: &[&str] = &["openai_compat", "openai", "openai-compatible", "ollama"];
-
-/// Used when neither `baseUrl` nor `OUTRIGGER_BASE_URL` is given.
-pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
-pub const DEFAULT_OLLAMA_BASE_URL: &str = "http://localhost:11434";
-
-/// Builds the provider named by `p.provider`. `defaults` are preset values for unset
-/// request fields (`None` until the presets layer supplies them). Errors are
-/// `LlmError::Config` with a message naming the bad value and the fix.
-pub fn build_provider(
-    p: &ProviderParams,
-    settings: LlmSettings,
-    defaults: Option<SamplingDefaults>,
-) -> Result<Arc<dyn Provider>, LlmError> {
-    let config = |message: Invalid| LlmError::Config { message: message.0 };
-    let overrides = match &p.compat {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(CompatOverrides::from_value(v).map_err(config)?),
-    };
-    let name = p.provider.as_str();
-    if name == "scripted" {
-        let s = match (&p.script, &p.script_path) {
-            (Some(v), None) => scripted::ScriptedProvider::from_value(v),
-            (None, Some(path)) => scripted::ScriptedProvider::from_jsonl(path),
-            (Some(_), Some(_)) => Err("give either script or scriptPath, not both".into()),
-            (None, None) => Err(
-                "provider \"scripted\" needs script (a list of turns) or scriptPath (a JSONL file)"
-                    .into(),
-            ),
-        }
-        .map_err(config)?;
-        return Ok(Arc::new(s));
-    }
-    if !OPENAI_NAMES.contains(&name) {
-        return Err(config(Invalid(format!(
-            "unknown provider '{name}'; use one of openai_compat, openai, openai-compatible, ollama, scripted"
-        ))));
-    }
-    if p.model.trim().is_empty() {
-        return Err(config("model is required (e.g. \"gpt-4o-mini\")".into()));
-    }
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    let default = if name == "ollama" {
-        DEFAULT_OLLAMA_BASE_URL
-    } else {
-        DEFAULT_OPENAI_BASE_URL
-    };
-    let mut base = p
-        .base_url
-        .clone()
-        .filter(|s| !s.trim().is_empty())
-        .or_else(|| env("OUTRIGGER_BASE_URL"))
-        .unwrap_or_else(|| default.to_string())
-        .trim()
-        .trim_end_matches('/')
-        .to_string();
-    if !(base.starts_with("http://") || base.starts_with("https://")) {
-        return Err(config(Invalid(format!(
-            "baseUrl '{base}' must start with http:// or https:// (e.g. https://api.openai.com/v1)"
-        ))));
-    }
-    if name == "ollama" && !base.ends_with("/v1") {
-        base.push_str("/v1");
-    }
-    let api_key = p
-        .api_key
-        .clone()
-        .filter(|s| !s.is_empty())
-        .or_else(|| env("OUTRIGGER_API_KEY"));
-    let compat = compat::resolve(&base, overrides);
-    Ok(Arc::new(openai::OpenAiProvider::new(
-        openai::OpenAiConfig {
-            base_url: base,
-            api_key,
-            compat,
-            defaults,
-            settings,
-        },
-    )))
-}
+pub use build::{
+    DEFAULT_OLLAMA_BASE_URL, DEFAULT_OPENAI_BASE_URL, OPENAI_NAMES, build_provider, provider_for,
+};
 
 /// Parses `messages` (§1.8); the error names the index and the problem.
 pub fn parse_messages(v: &Value) -> Result<Vec<Message>, Invalid> {

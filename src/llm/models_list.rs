@@ -67,7 +67,12 @@ fn pricing(row: &Value) -> Option<Pricing> {
 
 fn listed(id: String, row: &Value) -> Listed {
     Listed {
-        name: row.get("name").and_then(Value::as_str).map(str::to_string),
+        // Anthropic's `display_name`, Gemini's `displayName` (its `name` is the `models/…`
+        // id), else the OpenAI-style `name`.
+        name: ["display_name", "displayName", "name"]
+            .iter()
+            .find_map(|k| row.get(*k).and_then(Value::as_str))
+            .map(str::to_string),
         live: LiveInfo {
             window: first_u64(
                 row,
@@ -78,6 +83,7 @@ fn listed(id: String, row: &Value) -> Listed {
                     &["max_input_tokens"],
                     &["limit", "context"],
                     &["top_provider", "context_length"],
+                    &["inputTokenLimit"],
                 ],
             ),
             max_output: first_u64(
@@ -88,6 +94,7 @@ fn listed(id: String, row: &Value) -> Listed {
                     &["maxOutputTokens"],
                     &["max_completion_tokens"],
                     &["limit", "output"],
+                    &["outputTokenLimit"],
                 ],
             ),
             pricing: pricing(row),
@@ -208,7 +215,7 @@ fn request(
     provider: Option<&str>,
 ) -> reqwest::RequestBuilder {
     let base = base_url.trim_end_matches('/');
-    match provider {
+    match provider.and_then(super::build::family) {
         Some("anthropic") => {
             let base = base.trim_end_matches("/v1");
             let mut r = client

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::accumulate::{DecodeOptions, Decoder, is_overflow};
 use super::compat::{CompatFlags, MaxTokensField};
 use super::retry::{jitter, parse_retry_after};
-use super::sse::{Frame, SseSplitter};
+use super::sse::Frame;
 use super::types::{LlmError, LlmEvent, LlmItem, LlmRequest, SamplingDefaults};
 use super::{LlmSettings, LlmStream, Provider, STREAM_CHANNEL_CAPACITY};
 
@@ -215,7 +215,6 @@ async fn attempt_once(
         return Err(http_error(status.as_u16(), text, retry_after));
     }
 
-    let mut split = SseSplitter::new();
     let mut dec = Decoder::new(DecodeOptions {
         reasoning_fields: cfg.compat.reasoning_delta_fields.clone(),
         cached_fields: cfg.compat.cached_tokens_fields.clone(),
@@ -241,54 +240,19 @@ async fn attempt_once(
         dec.finish(&mut out)?;
         return send_all(&mut out, tx, cancel, emitted).await;
     }
-    let mut failed: Option<LlmError> = None;
-    loop {
-        let chunk = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return Err(LlmError::Cancelled),
-            // The consumer dropped the stream: stop reading now, not at the next chunk.
-            _ = tx.closed() => return Err(LlmError::Cancelled),
-            r = tokio::time::timeout(cfg.settings.idle_timeout, resp.chunk()) => match r {
-                Err(_) => return Err(LlmError::Network {
-                    message: format!(
-                        "no data from {url} for {} ms (llm_idle_timeout_ms); the stream stalled",
-                        cfg.settings.idle_timeout.as_millis()
-                    ),
-                }),
-                Ok(Err(e)) => return Err(network(&url, &e)),
-                Ok(Ok(c)) => c,
-            },
-        };
-        let mut on_frame = |f: Frame<'_>| {
-            if failed.is_none()
-                && let Err(e) = dec.frame(f, &mut out)
-            {
-                failed = Some(e);
-            }
-        };
-        match &chunk {
-            Some(bytes) => split
-                .feed(bytes, &mut on_frame)
-                .map_err(|e| LlmError::Stream {
-                    message: e.to_string(),
-                    client_fault: false,
-                })?,
-            None => split.finish(&mut on_frame),
-        }
-        // Events decoded before an in-stream error still reach the consumer (partial text).
-        send_all(&mut out, tx, cancel, emitted).await?;
-        if let Some(e) = failed.take() {
-            return Err(e);
-        }
-        if chunk.is_none() || dec.is_done() {
-            break;
-        }
-    }
-    dec.finish(&mut out)?;
-    send_all(&mut out, tx, cancel, emitted).await
+    super::native::pump(
+        &mut resp,
+        &url,
+        &cfg.settings,
+        &mut dec,
+        tx,
+        cancel,
+        emitted,
+    )
+    .await
 }
 
-async fn send_all(
+pub(super) async fn send_all(
     out: &mut Vec<LlmEvent>,
     tx: &mpsc::Sender<LlmItem>,
     cancel: &CancellationToken,
@@ -310,7 +274,7 @@ async fn send_all(
     Ok(())
 }
 
-fn network(url: &str, e: &reqwest::Error) -> LlmError {
+pub(super) fn network(url: &str, e: &reqwest::Error) -> LlmError {
     use std::error::Error as _;
     let mut msg = e.to_string();
     let mut src = e.source();
@@ -328,7 +292,7 @@ fn network(url: &str, e: &reqwest::Error) -> LlmError {
     }
 }
 
-async fn read_capped(
+pub(super) async fn read_capped(
     resp: &mut reqwest::Response,
     cancel: &CancellationToken,
     idle: Duration,

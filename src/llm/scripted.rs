@@ -410,7 +410,8 @@ mod tests {
                 prompt: 3,
                 completion: 2,
                 total: 5,
-                cached: 0
+                cached: 0,
+                cache_write: 0,
             })
         );
         assert_eq!(

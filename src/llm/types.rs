@@ -159,6 +159,14 @@ pub struct Usage {
     pub total: u64,
     #[serde(rename = "cachedPromptTokens", alias = "cached_tokens", default)]
     pub cached: u64,
+    /// Prompt tokens written to the vendor's cache this request (Anthropic
+    /// `cache_creation_input_tokens`); part of `prompt`, billed above the plain rate.
+    #[serde(rename = "cacheWriteTokens", default, skip_serializing_if = "is_zero")]
+    pub cache_write: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The provider chunk as `streamRawChunks` forwards it: unset fields omitted.
@@ -199,6 +207,13 @@ pub enum LlmEvent {
     },
     /// Only when `LlmRequest::raw_chunks` is set.
     Raw(RawChunk),
+    /// Vendor state of this answer that must go back verbatim on later rounds (Anthropic
+    /// thinking blocks with their signatures, Responses reasoning items, Gemini thought
+    /// signatures): an object keyed by the vendor (`{"anthropic": [...]}`), stored as the
+    /// assistant message's `reasoning_details`. Sent before `Finish`, at most once.
+    State {
+        data: Value,
+    },
     /// The wire `finish_reason` (`stop` also when tools were called, as some vendors send).
     Finish {
         reason: String,

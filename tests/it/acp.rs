@@ -942,12 +942,19 @@ fn no_model_or_no_key_is_exit_2_naming_the_fix() {
     assert!(o.stderr.contains("--model"), "{}", o.dump());
     assert_eq!(o.stdout, "", "{}", o.dump());
 
+    let o = run(&home.path, &["acp", "--provider", "openai", "--model", "m"]);
+    o.expect_code(2);
+    assert!(o.stderr.contains("OUTRIGGER_API_KEY"), "{}", o.dump());
+    assert!(o.stderr.contains("OPENAI_API_KEY"), "{}", o.dump());
+    assert_eq!(o.stdout, "", "{}", o.dump());
+
+    // A compatible server has no default endpoint.
     let o = run(
         &home.path,
         &["acp", "--provider", "openai_compat", "--model", "m"],
     );
     o.expect_code(2);
-    assert!(o.stderr.contains("OUTRIGGER_API_KEY"), "{}", o.dump());
+    assert!(o.stderr.contains("baseUrl"), "{}", o.dump());
     assert_eq!(o.stdout, "", "{}", o.dump());
 }
 

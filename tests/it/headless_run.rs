@@ -579,10 +579,32 @@ fn default_openai_endpoint_without_a_key_is_exit_2() {
     let home = tmp();
     let o = run(
         home.path(),
-        &["run", "--provider", "openai_compat", "--model", "m", "hi"],
+        &["run", "--provider", "openai", "--model", "m", "hi"],
     );
     o.expect_code(2);
     assert!(o.stderr.contains("OUTRIGGER_API_KEY"), "{}", o.dump());
+    assert!(o.stderr.contains("OPENAI_API_KEY"), "{}", o.dump());
+    // A compatible server has no default endpoint: the error names baseUrl.
+    let o = run(
+        home.path(),
+        &["run", "--provider", "openai_compat", "--model", "m", "hi"],
+    );
+    o.expect_code(2);
+    assert!(o.stderr.contains("baseUrl"), "{}", o.dump());
+    // A native provider's key variables are named too.
+    let o = run(
+        home.path(),
+        &[
+            "run",
+            "--provider",
+            "anthropic",
+            "--model",
+            "claude-sonnet-4-5",
+            "hi",
+        ],
+    );
+    o.expect_code(2);
+    assert!(o.stderr.contains("ANTHROPIC_API_KEY"), "{}", o.dump());
 }
 
 /// "An error before the turn starts … still prints the object in the `json` formats, with

@@ -30,6 +30,7 @@ mod lifecycle;
 mod llm_provider;
 mod mcp_client;
 mod mcp_server;
+mod native_providers;
 mod orchestration;
 mod params_strict;
 mod plugins_rpc;

@@ -145,7 +145,9 @@ impl Serialize for WireMessage<'_> {
                 }
                 None => {}
             }
-            if let Some(d) = &msg.reasoning_details {
+            // OpenRouter's list; a native provider's state (an object keyed by vendor) means
+            // nothing to an OpenAI-compatible server.
+            if let Some(d) = msg.reasoning_details.as_ref().filter(|d| d.is_array()) {
                 o.serialize_entry("reasoning_details", d)?;
             }
         }
