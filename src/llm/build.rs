@@ -300,3 +300,107 @@ fn openai_compat(
         },
     )))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn params(v: serde_json::Value) -> ProviderParams {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn build(v: serde_json::Value) -> Result<Arc<dyn Provider>, LlmError> {
+        build_provider(&params(v), LlmSettings::default(), None)
+    }
+
+    #[test]
+    fn aliases_name_their_family() {
+        for (names, family_name, provider) in [
+            (ANTHROPIC_NAMES, "anthropic", "anthropic"),
+            (RESPONSES_NAMES, "responses", "responses"),
+            (GOOGLE_NAMES, "google", "google"),
+        ] {
+            for n in names {
+                assert_eq!(family(n), Some(family_name));
+                let p = build(json!({"provider": n, "model": "m", "apiKey": "k"})).unwrap();
+                assert_eq!(p.name(), provider, "{n}");
+            }
+        }
+        assert_eq!(family("ollama"), Some("openai_compat"));
+        assert_eq!(family("scripted"), Some("scripted"));
+        assert_eq!(family("bogus"), None);
+        let e = build(json!({"provider": "bogus", "model": "m"}))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("anthropic, claude"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_key_names_every_variable_tried() {
+        // Nobody sets these in the test process.
+        let e = build(json!({"provider": "xai", "model": "grok-4"}))
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "no API key for provider \"xai\": set one of apiKey, OUTRIGGER_API_KEY, XAI_API_KEY (tried in that order)"
+        );
+        let e = build(json!({"provider": "openai_compat", "model": "m"}))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("needs baseUrl"), "{e}");
+        // A local compatible server needs no key.
+        assert!(build(json!({"provider": "openai_compat", "model": "m", "baseUrl": "http://127.0.0.1:9/v1"})).is_ok());
+        assert!(build(json!({"provider": "ollama", "model": "m"})).is_ok());
+    }
+
+    #[test]
+    fn the_catalog_picks_a_provider_from_the_base_url() {
+        assert_eq!(
+            provider_for("https://api.anthropic.com/v1"),
+            Some("anthropic")
+        );
+        assert_eq!(
+            provider_for("https://generativelanguage.googleapis.com/v1beta"),
+            Some("google")
+        );
+        assert_eq!(provider_for("https://api.openai.com/v1"), Some("openai"));
+        assert_eq!(
+            provider_for("https://api.deepseek.com"),
+            Some("openai_compat")
+        );
+        // Local servers (LM Studio and the like) are catalog rows too: compatible.
+        assert_eq!(
+            provider_for("http://127.0.0.1:8080/v1"),
+            Some("openai_compat")
+        );
+        assert_eq!(provider_for("https://llm.internal.example/v1"), None);
+        let p = build(json!({"model": "claude-sonnet-4-5", "baseUrl": "https://api.anthropic.com/v1", "apiKey": "k"}))
+            .unwrap();
+        assert_eq!(p.name(), "anthropic");
+        let e = build(json!({"model": "m", "baseUrl": "https://llm.internal.example/v1"}))
+            .err()
+            .unwrap();
+        assert!(e.to_string().starts_with("provider is required"), "{e}");
+    }
+
+    #[test]
+    fn catalog_key_variables_follow_the_vendors_own() {
+        assert_eq!(
+            key_vars(
+                &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+                DEFAULT_GOOGLE_BASE_URL
+            ),
+            vec![
+                "GEMINI_API_KEY",
+                "GOOGLE_API_KEY",
+                "GOOGLE_GENERATIVE_AI_API_KEY"
+            ]
+        );
+        assert_eq!(
+            key_vars(&[], "https://openrouter.ai/api/v1"),
+            vec!["OPENROUTER_API_KEY"]
+        );
+    }
+}
