@@ -2054,6 +2054,48 @@ export type TraceEvent = {
 };
 
 /**
+ * `trace.export` params: the trace, and where and how to send it.
+ */
+export type TraceExportParams = {
+  /**
+   * The collector (`http://host:4318`, or the full `…/v1/traces` URL); default config
+   * `otlp_endpoint`.
+   */
+  endpoint?: string | null;
+  /**
+   * Extra request headers (e.g. an API key); they win over config `otlp_headers`.
+   */
+  headers?: { [key: string]: string } | null;
+  /**
+   * `metadata` (default: no message, argument or result text leaves the process) or
+   * `full`.
+   */
+  privacyMode?: string | null;
+  traceId: string;
+};
+
+/**
+ * `trace.export` result. A collector that is down, slow or refusing is `status: "failed"`
+ * with the reason, never an error.
+ */
+export type TraceExportResult = {
+  /**
+   * Why it failed.
+   */
+  error?: string | null;
+  privacyMode: string;
+  /**
+   * Spans sent: the turn's root and one per provider request and tool execution.
+   */
+  spans: number;
+  /**
+   * `exported` or `failed`.
+   */
+  status: string;
+  traceId: string;
+};
+
+/**
  * `trace.fetch` params.
  */
 export type TraceFetchParams = {
@@ -2209,6 +2251,7 @@ export interface Methods {
   "system.shutdown_now": { params: NoParams; result: null };
   "tool.invoke": { params: ToolInvokeParams; result: ToolResult };
   "tool.list": { params: NoParams; result: ToolList };
+  "trace.export": { params: TraceExportParams; result: TraceExportResult };
   "trace.fetch": { params: TraceFetchParams; result: TraceFetchResult };
   "workspace.apply_edits": { params: ApplyEditsParams; result: ApplyEditsResult };
 }

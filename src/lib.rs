@@ -16,6 +16,7 @@ pub mod llm;
 pub mod logging;
 pub mod mcp;
 pub mod memory;
+pub mod otlp;
 pub mod protocol;
 pub mod rpc;
 pub mod sandbox;

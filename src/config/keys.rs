@@ -198,6 +198,27 @@ pub static KEYS: &[KeySpec] = &[
         doc: "bytes of finished traces kept in memory once they are in the store; older ones are read back from the store by trace.fetch",
     },
     KeySpec {
+        name: "otlp_endpoint",
+        kind: Kind::OptText,
+        default: || Value::Null,
+        doc: "the OpenTelemetry collector trace.export sends to when the call names none (OTLP/HTTP protobuf; http://host:4318 gets /v1/traces)",
+    },
+    KeySpec {
+        name: "otlp_headers",
+        kind: Kind::OptText,
+        default: || Value::Null,
+        doc: "headers for the configured collector (otlp_endpoint only), as name=value pairs separated by commas (the OTEL_EXPORTER_OTLP_HEADERS format); a call's headers win",
+    },
+    KeySpec {
+        name: "otlp_timeout_ms",
+        kind: Kind::Int {
+            min: 100,
+            max: 60_000,
+        },
+        default: || json!(10_000),
+        doc: "how long trace.export waits for the collector before answering status failed",
+    },
+    KeySpec {
         name: "max_inflight_control_requests",
         kind: Kind::Int {
             min: 16,

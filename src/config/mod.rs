@@ -351,6 +351,9 @@ impl Config {
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
                 .unwrap_or(1024),
+            otlp_endpoint: get("otlp_endpoint").as_str().map(str::to_string),
+            otlp_headers: get("otlp_headers").as_str().map(str::to_string),
+            otlp_timeout: ms(&get("otlp_timeout_ms"), 10_000),
             trace_memory_bytes: get("trace_memory_bytes")
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
@@ -493,6 +496,10 @@ pub struct Settings {
     pub max_inflight_requests: usize,
     /// Requests waiting for an in-flight slot before stdin stops being read.
     pub max_queued_requests: usize,
+    /// `trace.export`'s default collector, its headers (`name=value,…`) and wait.
+    pub otlp_endpoint: Option<String>,
+    pub otlp_headers: Option<String>,
+    pub otlp_timeout: Duration,
     /// Finished, stored traces kept in memory (`trace_memory_bytes`).
     pub trace_memory_bytes: usize,
     /// Recent transcripts kept in memory (`transcript_cache_bytes`).

@@ -102,6 +102,19 @@ impl LlmSettings {
     }
 }
 
+/// An error and its causes, `: `-joined: reqwest's own message leaves out the reason
+/// ("connection refused", a TLS failure) that its sources carry.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    msg
+}
+
 /// Installs rustls' crypto provider (ring) for every HTTP client of the process: the model
 /// provider's, MCP's Streamable HTTP, the web tools'. Idempotent; whoever builds a client
 /// first installs it.

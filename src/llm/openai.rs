@@ -275,14 +275,7 @@ pub(super) async fn send_all(
 }
 
 pub(super) fn network(url: &str, e: &reqwest::Error) -> LlmError {
-    use std::error::Error as _;
-    let mut msg = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        src = s.source();
-    }
+    let msg = super::error_chain(e);
     LlmError::Network {
         message: if msg.contains(url) {
             format!("{msg}; check baseUrl and that the server is reachable")

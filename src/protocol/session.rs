@@ -219,6 +219,40 @@ pub struct TraceFetchParams {
     pub trace_id: String,
 }
 
+/// `trace.export` params: the trace, and where and how to send it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TraceExportParams {
+    pub trace_id: String,
+    /// The collector (`http://host:4318`, or the full `…/v1/traces` URL); default config
+    /// `otlp_endpoint`.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// Extra request headers (e.g. an API key); they win over config `otlp_headers`.
+    #[serde(default)]
+    pub headers: Option<std::collections::BTreeMap<String, String>>,
+    /// `metadata` (default: no message, argument or result text leaves the process) or
+    /// `full`.
+    #[serde(default)]
+    pub privacy_mode: Option<String>,
+}
+
+/// `trace.export` result. A collector that is down, slow or refusing is `status: "failed"`
+/// with the reason, never an error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TraceExportResult {
+    /// `exported` or `failed`.
+    pub status: String,
+    pub trace_id: String,
+    pub privacy_mode: String,
+    /// Spans sent: the turn's root and one per provider request and tool execution.
+    pub spans: usize,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
 /// `trace.fetch` result: one stream's trace, from memory while it is kept there, else from
 /// the store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -84,6 +84,7 @@ pub const METHODS: &[Call] = &[
     call::<chat::StreamRef, chat::CompactResult>("agent.chat.compact"),
     call::<chat::ChatStreamParams, chat::StreamStarted>("agent.chat.fork"),
     call::<ses::TraceFetchParams, ses::TraceFetchResult>("trace.fetch"),
+    call::<ses::TraceExportParams, ses::TraceExportResult>("trace.export"),
     call::<h::ApprovalListParams, h::ApprovalListResult>("approval.list"),
     call::<h::ApprovalClearParams, h::ApprovalClearResult>("approval.clear"),
     call::<RequestCancelParams, RequestCancelResult>("request.cancel"),

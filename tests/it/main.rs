@@ -46,6 +46,7 @@ mod skills_rpc;
 mod subagents;
 mod tool_search_fixture;
 mod tools_rpc;
+mod trace_export;
 mod traces;
 mod transport;
 mod view_image;

@@ -144,6 +144,7 @@ pub fn table() -> &'static [Entry] {
             // Answers `{streamId}` before the turn's notifications (`reply_now`).
             h!("agent.chat.fork", chat::fork),
             t!("trace.fetch", trace::fetch),
+            t!("trace.export", trace::export),
             t!("approval.list", approval::list),
             t!("approval.clear", approval::clear),
         ]
