@@ -8,8 +8,6 @@
 //! spans' other attributes and the trace's events (their payloads are already clipped to 500
 //! characters by the recorder).
 
-use std::time::Duration;
-
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
 use opentelemetry_proto::tonic::resource::v1::Resource;
@@ -308,21 +306,104 @@ pub fn traces_url(endpoint: &str) -> Result<String, String> {
     })
 }
 
-/// POSTs the encoded request; `Err` says why it did not arrive (the collector's status and
-/// body, unreachable, timed out).
+/// Headers the exporter writes itself; a call or the config may not replace them.
+const RESERVED_HEADERS: &[&str] = &[
+    "content-type",
+    "content-length",
+    "host",
+    "transfer-encoding",
+];
+
+/// Where an export goes: the traces URL and the headers to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+}
+
+impl Target {
+    /// The call's endpoint, else config `otlp_endpoint`. Config `otlp_headers` (an API key,
+    /// say) go only to the configured collector, never to an endpoint a call names; the
+    /// call's headers win (names compared without case).
+    pub fn resolve(
+        endpoint: Option<&str>,
+        headers: Option<std::collections::BTreeMap<String, String>>,
+        settings: &crate::config::Settings,
+    ) -> Result<Target, String> {
+        let own = endpoint.filter(|e| !e.trim().is_empty());
+        let config_headers = match own {
+            None => settings.otlp_headers.as_deref().unwrap_or(""),
+            Some(_) => "",
+        };
+        let endpoint = own.or(settings.otlp_endpoint.as_deref()).ok_or(
+            "no collector: pass endpoint (e.g. http://localhost:4318) or set the config key otlp_endpoint",
+        )?;
+        let url = traces_url(endpoint)?;
+        let mut all =
+            parse_headers(config_headers).map_err(|e| format!("config otlp_headers: {e}"))?;
+        all.extend(headers.unwrap_or_default());
+        let mut unique: Vec<(String, String)> = Vec::with_capacity(all.len());
+        for (k, v) in all {
+            let k = k.to_ascii_lowercase();
+            unique.retain(|(h, _)| *h != k);
+            unique.push((k, v));
+        }
+        for (k, v) in &unique {
+            if RESERVED_HEADERS.contains(&k.as_str()) {
+                return Err(format!(
+                    "header '{k}' is set by the exporter itself (OTLP/HTTP protobuf); leave it out"
+                ));
+            }
+            if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err()
+                || reqwest::header::HeaderValue::from_str(v).is_err()
+            {
+                return Err(format!(
+                    "header '{k}' is not a valid HTTP header name and value"
+                ));
+            }
+        }
+        Ok(Target {
+            url,
+            headers: unique,
+        })
+    }
+}
+
+/// `name=value,name=value` (the `OTEL_EXPORTER_OTLP_HEADERS` format; values may be
+/// percent-encoded, as there).
+fn parse_headers(s: &str) -> Result<Vec<(String, String)>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p
+                .split_once('=')
+                .ok_or_else(|| format!("'{p}' is not name=value"))?;
+            let v = percent_encoding::percent_decode_str(v.trim())
+                .decode_utf8_lossy()
+                .into_owned();
+            Ok((k.trim().to_string(), v))
+        })
+        .collect()
+}
+
+/// POSTs the encoded request on the process's HTTP client within `otlp_timeout_ms`; `Err`
+/// says why it did not arrive (the collector's status and body, unreachable, timed out).
 pub async fn send(
-    client: &reqwest::Client,
-    url: &str,
-    headers: &[(String, String)],
+    target: &Target,
     req: &ExportTraceServiceRequest,
-    timeout: Duration,
+    settings: &crate::config::Settings,
 ) -> Result<(), String> {
+    let client = crate::llm::http_client(&crate::llm::LlmSettings::from_settings(settings))
+        .map_err(|e| e.to_string())?;
+    let url = target.url.as_str();
+    let timeout = settings.otlp_timeout;
     let mut rb = client
         .post(url)
         .header(reqwest::header::CONTENT_TYPE, "application/x-protobuf")
         .timeout(timeout)
         .body(req.encode_to_vec());
-    for (k, v) in headers {
+    for (k, v) in &target.headers {
         rb = rb.header(k.as_str(), v.as_str());
     }
     let resp = rb.send().await.map_err(|e| {
@@ -348,6 +429,26 @@ pub async fn send(
         "the collector at {url} answered HTTP {}: {body}",
         status.as_u16()
     ))
+}
+
+/// `otlp_auto_export`: a finished turn's trace goes to the configured collector in the
+/// background, with `otlp_privacy_mode`; a failure is logged, never seen by the turn.
+pub fn auto_export(trace: TraceData, settings: crate::config::Settings) {
+    let target = match Target::resolve(None, None, &settings) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!("otlp_auto_export: {e}");
+            return;
+        }
+    };
+    let privacy =
+        Privacy::parse(Some(settings.otlp_privacy_mode.as_str())).unwrap_or(Privacy::Metadata);
+    tokio::spawn(async move {
+        let (req, _) = request(&trace, privacy);
+        if let Err(e) = send(&target, &req, &settings).await {
+            tracing::warn!(trace = %trace.trace.trace_id, "otlp_auto_export failed: {e}");
+        }
+    });
 }
 
 #[cfg(test)]

@@ -306,6 +306,10 @@ impl Prepared {
                 c.reason = "cancelled by shutdown".into();
             }
             store_trace(&agent, &trace, &c, &record_id).await;
+            let settings = agent.config.settings();
+            if settings.otlp_auto_export {
+                crate::otlp::auto_export(trace.snapshot(), settings);
+            }
             let failed = c.status == Status::Failed;
             let reason = c.reason;
             if failed {

@@ -210,6 +210,18 @@ pub static KEYS: &[KeySpec] = &[
         doc: "headers for the configured collector (otlp_endpoint only), as name=value pairs separated by commas (the OTEL_EXPORTER_OTLP_HEADERS format); a call's headers win",
     },
     KeySpec {
+        name: "otlp_auto_export",
+        kind: Kind::Bool,
+        default: || json!(false),
+        doc: "send every finished turn's trace to otlp_endpoint in the background (failures are logged, never slow a turn)",
+    },
+    KeySpec {
+        name: "otlp_privacy_mode",
+        kind: Kind::Choice(&["metadata", "full"]),
+        default: || json!("metadata"),
+        doc: "what otlp_auto_export sends, and trace.export when the call names no privacyMode: metadata (no message, argument or result text) or full",
+    },
+    KeySpec {
         name: "otlp_timeout_ms",
         kind: Kind::Int {
             min: 100,

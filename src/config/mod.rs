@@ -354,6 +354,11 @@ impl Config {
             otlp_endpoint: get("otlp_endpoint").as_str().map(str::to_string),
             otlp_headers: get("otlp_headers").as_str().map(str::to_string),
             otlp_timeout: ms(&get("otlp_timeout_ms"), 10_000),
+            otlp_auto_export: get("otlp_auto_export").as_bool().unwrap_or(false),
+            otlp_privacy_mode: get("otlp_privacy_mode")
+                .as_str()
+                .unwrap_or("metadata")
+                .to_string(),
             trace_memory_bytes: get("trace_memory_bytes")
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
@@ -500,6 +505,9 @@ pub struct Settings {
     pub otlp_endpoint: Option<String>,
     pub otlp_headers: Option<String>,
     pub otlp_timeout: Duration,
+    /// Export each finished turn's trace (`otlp_auto_export`) with `otlp_privacy_mode`.
+    pub otlp_auto_export: bool,
+    pub otlp_privacy_mode: String,
     /// Finished, stored traces kept in memory (`trace_memory_bytes`).
     pub trace_memory_bytes: usize,
     /// Recent transcripts kept in memory (`transcript_cache_bytes`).

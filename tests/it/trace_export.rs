@@ -918,3 +918,63 @@ fn otlp_config_is_checked() {
     );
     c.assert_quiet();
 }
+
+/// `otlp_auto_export`: every finished turn reaches the configured collector on its own,
+/// with `otlp_privacy_mode`, which is also `trace.export`'s default.
+#[test]
+fn finished_turns_are_exported_on_their_own_when_auto_export_is_on() {
+    let c = Collector::start();
+    let home = tempfile::tempdir().unwrap();
+    write_file(
+        home.path(),
+        "config.json",
+        &json!({
+            "otlp_endpoint": c.base(),
+            "otlp_headers": "x-api-key=k1",
+            "otlp_auto_export": true,
+            "otlp_privacy_mode": "full"
+        })
+        .to_string(),
+    );
+    let mut s = Sidecar::start_with(Opts {
+        home: Some(home),
+        ..Opts::default()
+    });
+    let t = turn(&mut s, "chat_auto_export");
+    let q = c.next();
+    assert_eq!(q.path(), "/v1/traces");
+    assert_eq!(q.header("x-api-key"), ["k1"]);
+    assert_eq!(q.root()["attrs"]["outrigger.trace_id"], t.trace_id.as_str());
+    // Full: the recorded events ride on the root, the file's text among them.
+    assert!(
+        q.decoded_text().contains(FILE_SECRET),
+        "{}",
+        q.decoded_text()
+    );
+    // The config's mode is trace.export's default too.
+    let r = export(&mut s, json!({"traceId": t.trace_id}));
+    assert_eq!(r["privacyMode"], "full", "{r}");
+    assert!(c.next().decoded_text().contains(FILE_SECRET));
+}
+
+/// A collector that is down never touches the turn: it completes, and the sidecar serves on.
+#[test]
+fn auto_export_to_a_dead_collector_leaves_the_turn_alone() {
+    let home = tempfile::tempdir().unwrap();
+    write_file(
+        home.path(),
+        "config.json",
+        &json!({
+            "otlp_endpoint": format!("http://127.0.0.1:{}", closed_port()),
+            "otlp_auto_export": true
+        })
+        .to_string(),
+    );
+    let mut s = Sidecar::start_with(Opts {
+        home: Some(home),
+        ..Opts::default()
+    });
+    turn(&mut s, "chat_auto_dead_1");
+    turn(&mut s, "chat_auto_dead_2");
+    assert_eq!(s.ok("system.ping", json!({}))["status"], "ok");
+}

@@ -14,52 +14,14 @@ use crate::rpc::methods::sessions::with_store;
 
 /// `trace.export`: the trace (from memory or the store) as OTLP/HTTP protobuf to the collector.
 pub async fn export(app: Arc<App>, p: TraceExportParams) -> Result<TraceExportResult, RpcError> {
-    let privacy =
-        otlp::Privacy::parse(p.privacy_mode.as_deref()).map_err(RpcError::invalid_params)?;
     let settings = app.settings();
-    let own = p.endpoint.clone().filter(|e| !e.trim().is_empty());
-    // Config headers (an API key, say) go only to the configured collector, never to an
-    // endpoint a call names.
-    let config_headers = if own.is_none() {
-        settings.otlp_headers.as_deref().unwrap_or("")
-    } else {
-        ""
-    };
-    let endpoint = own
-        .or(settings.otlp_endpoint.clone())
-        .ok_or_else(|| {
-            RpcError::invalid_params(
-                "no collector: pass endpoint (e.g. http://localhost:4318) or set the config key otlp_endpoint",
-            )
-        })?;
-    let url = otlp::traces_url(&endpoint).map_err(RpcError::invalid_params)?;
-    let mut headers = parse_headers(config_headers)
-        .map_err(|e| RpcError::invalid_params(format!("config otlp_headers: {e}")))?;
-    // Names compare without case; a later one (the call's) replaces an earlier one.
-    for (k, v) in p.headers.unwrap_or_default() {
-        headers.push((k, v));
-    }
-    let mut unique: Vec<(String, String)> = Vec::with_capacity(headers.len());
-    for (k, v) in headers {
-        let k = k.to_ascii_lowercase();
-        unique.retain(|(h, _)| *h != k);
-        unique.push((k, v));
-    }
-    let headers = unique;
-    for (k, v) in &headers {
-        if RESERVED_HEADERS.contains(&k.as_str()) {
-            return Err(RpcError::invalid_params(format!(
-                "header '{k}' is set by the exporter itself (OTLP/HTTP protobuf); leave it out"
-            )));
-        }
-        if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err()
-            || reqwest::header::HeaderValue::from_str(v).is_err()
-        {
-            return Err(RpcError::invalid_params(format!(
-                "header '{k}' is not a valid HTTP header name and value"
-            )));
-        }
-    }
+    let mode = p
+        .privacy_mode
+        .as_deref()
+        .unwrap_or(settings.otlp_privacy_mode.as_str());
+    let privacy = otlp::Privacy::parse(Some(mode)).map_err(RpcError::invalid_params)?;
+    let target = otlp::Target::resolve(p.endpoint.as_deref(), p.headers, &settings)
+        .map_err(RpcError::invalid_params)?;
     let trace = fetch(
         app.clone(),
         TraceFetchParams {
@@ -68,9 +30,7 @@ pub async fn export(app: Arc<App>, p: TraceExportParams) -> Result<TraceExportRe
     )
     .await?;
     let (req, spans) = otlp::request(&trace, privacy);
-    let client = crate::llm::http_client(&crate::llm::LlmSettings::from_settings(&settings))
-        .map_err(|e| RpcError::internal(e.to_string()))?;
-    let sent = otlp::send(&client, &url, &headers, &req, settings.otlp_timeout).await;
+    let sent = otlp::send(&target, &req, &settings).await;
     Ok(TraceExportResult {
         status: if sent.is_ok() { "exported" } else { "failed" }.into(),
         trace_id: p.trace_id,
@@ -78,32 +38,6 @@ pub async fn export(app: Arc<App>, p: TraceExportParams) -> Result<TraceExportRe
         spans: if sent.is_ok() { spans } else { 0 },
         error: sent.err(),
     })
-}
-
-/// Headers the exporter writes itself; a call or the config may not replace them.
-const RESERVED_HEADERS: &[&str] = &[
-    "content-type",
-    "content-length",
-    "host",
-    "transfer-encoding",
-];
-
-/// `name=value,name=value` (the `OTEL_EXPORTER_OTLP_HEADERS` format; values may be
-/// percent-encoded, as there).
-fn parse_headers(s: &str) -> Result<Vec<(String, String)>, String> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p
-                .split_once('=')
-                .ok_or_else(|| format!("'{p}' is not name=value"))?;
-            let v = percent_encoding::percent_decode_str(v.trim())
-                .decode_utf8_lossy()
-                .into_owned();
-            Ok((k.trim().to_string(), v))
-        })
-        .collect()
 }
 
 pub async fn fetch(app: Arc<App>, p: TraceFetchParams) -> Result<TraceFetchResult, RpcError> {
