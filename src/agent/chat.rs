@@ -377,12 +377,33 @@ pub(super) async fn store_trace(
     trace.finish(c.status.as_str(), failed.then(|| c.reason.clone()));
     let row = trace.to_row(record_id);
     let bytes = row.body.to_string().len();
-    match persist::call(&agent.store, move |s| s.put_trace(&row)).await {
+    // Retention runs with the process's first stored trace and then every
+    // `PRUNE_EVERY`th, in the same transaction (a full scan of `traces`: not every turn).
+    static STORED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = STORED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let prune = n.is_multiple_of(PRUNE_EVERY).then(|| {
+        let s = agent.config.settings();
+        let day_ms = 24 * 3600 * 1000;
+        let cutoff = crate::clock::now_ms().saturating_sub(s.trace_retention_days * day_ms);
+        (crate::clock::iso8601_ms(cutoff), s.trace_max_stored)
+    });
+    let put = move |s: &crate::store::Store| {
+        s.put_trace_pruning(&row, prune.as_ref().map(|(c, k)| (c.as_str(), *k)))
+    };
+    match persist::call(&agent.store, put).await {
         // In the store: the memory copy may now go when memory is short.
-        Ok(()) => agent.traces.stored(&trace.id, bytes),
+        Ok(pruned) => {
+            if pruned > 0 {
+                tracing::debug!("trace retention removed {pruned} stored trace(s)");
+            }
+            agent.traces.stored(&trace.id, bytes)
+        }
         Err(e) => tracing::warn!("trace {}: cannot persist it: {e}", trace.id),
     }
 }
+
+/// Stored traces between two retention passes.
+const PRUNE_EVERY: u64 = 64;
 
 /// Runs a turn; once `cancel` fires, the turn gets `after` to wind down cooperatively and is
 /// then dropped (its tools' process groups die with their guards) and reported cancelled.

@@ -198,6 +198,21 @@ pub static KEYS: &[KeySpec] = &[
         doc: "bytes of finished traces kept in memory once they are in the store; older ones are read back from the store by trace.fetch",
     },
     KeySpec {
+        name: "trace_retention_days",
+        kind: Kind::Int { min: 1, max: 3650 },
+        default: || json!(30),
+        doc: "stored traces older than this many days are removed (with the process's first stored trace, then every 64th)",
+    },
+    KeySpec {
+        name: "trace_max_stored",
+        kind: Kind::Int {
+            min: 1,
+            max: 10_000_000,
+        },
+        default: || json!(10_000),
+        doc: "the most traces kept in the store; the oldest beyond it are removed (same schedule as trace_retention_days)",
+    },
+    KeySpec {
         name: "otlp_endpoint",
         kind: Kind::OptText,
         default: || Value::Null,

@@ -351,6 +351,11 @@ impl Config {
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
                 .unwrap_or(1024),
+            trace_retention_days: get("trace_retention_days").as_u64().unwrap_or(30),
+            trace_max_stored: get("trace_max_stored")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(10_000),
             otlp_endpoint: get("otlp_endpoint").as_str().map(str::to_string),
             otlp_headers: get("otlp_headers").as_str().map(str::to_string),
             otlp_timeout: ms(&get("otlp_timeout_ms"), 10_000),
@@ -501,6 +506,9 @@ pub struct Settings {
     pub max_inflight_requests: usize,
     /// Requests waiting for an in-flight slot before stdin stops being read.
     pub max_queued_requests: usize,
+    /// Stored-trace retention: age in days and count.
+    pub trace_retention_days: u64,
+    pub trace_max_stored: usize,
     /// `trace.export`'s default collector, its headers (`name=value,…`) and wait.
     pub otlp_endpoint: Option<String>,
     pub otlp_headers: Option<String>,

@@ -203,6 +203,23 @@ impl Store {
         self.write(|tx| traces::put(tx, t))
     }
 
+    /// Stores a finished trace and, in the same transaction, applies retention: traces
+    /// created before `older_than` go, then all but the newest `keep` (`prune: false` skips
+    /// it). Returns how many were pruned.
+    pub fn put_trace_pruning(
+        &self,
+        t: &TraceRow,
+        prune: Option<(&str, usize)>,
+    ) -> Result<usize, StoreError> {
+        self.write(|tx| {
+            traces::put(tx, t)?;
+            match prune {
+                Some((older_than, keep)) => traces::prune(tx, older_than, keep),
+                None => Ok(0),
+            }
+        })
+    }
+
     /// A stored trace's `{trace, spans, events}`; `None` when unknown.
     pub fn get_trace(&self, trace_id: &str) -> Result<Option<Value>, StoreError> {
         traces::get(&self.conn(), trace_id)

@@ -31,6 +31,18 @@ pub fn put(tx: &Transaction<'_>, t: &TraceRow) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Retention: removes traces created before `older_than` (an ISO 8601 UTC time, as
+/// `created_at` is written), then all but the newest `keep`. Returns how many went.
+pub fn prune(tx: &Transaction<'_>, older_than: &str, keep: usize) -> Result<usize, StoreError> {
+    let by_age = tx.execute("DELETE FROM traces WHERE created_at < ?1", [older_than])?;
+    let by_count = tx.execute(
+        "DELETE FROM traces WHERE trace_id IN (SELECT trace_id FROM traces \
+         ORDER BY created_at DESC, trace_id DESC LIMIT -1 OFFSET ?1)",
+        [i64::try_from(keep).unwrap_or(i64::MAX)],
+    )?;
+    Ok(by_age + by_count)
+}
+
 /// The stored `{trace, spans, events}`; `None` when unknown. A body that no longer parses
 /// reads as unknown, with a `warn` naming the trace (tolerant reads, docs/store.md).
 pub fn get(conn: &Connection, trace_id: &str) -> Result<Option<Value>, StoreError> {
@@ -48,4 +60,49 @@ pub fn get(conn: &Connection, trace_id: &str) -> Result<Option<Value>, StoreErro
             None
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str, created_at: &str) -> TraceRow {
+        TraceRow {
+            trace_id: id.into(),
+            record_id: "r".into(),
+            status: "completed".into(),
+            created_at: created_at.into(),
+            body: serde_json::json!({}),
+        }
+    }
+
+    #[test]
+    fn prune_removes_old_traces_then_all_but_the_newest() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE traces (trace_id TEXT PRIMARY KEY, record_id TEXT NOT NULL, \
+             status TEXT NOT NULL, created_at TEXT NOT NULL, body TEXT NOT NULL);",
+        )
+        .unwrap();
+        let tx = conn.transaction().unwrap();
+        for (id, at) in [
+            ("old", "2026-01-01T00:00:00.000Z"),
+            ("a", "2026-11-01T00:00:00.000Z"),
+            ("b", "2026-11-02T00:00:00.000Z"),
+            ("c", "2026-11-03T00:00:00.000Z"),
+        ] {
+            put(&tx, &row(id, at)).unwrap();
+        }
+        // By age: "old" goes; by count: of a, b, c the newest two stay.
+        assert_eq!(prune(&tx, "2026-06-01T00:00:00.000Z", 2).unwrap(), 2);
+        let left: Vec<String> = tx
+            .prepare("SELECT trace_id FROM traces ORDER BY trace_id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(left, ["b", "c"]);
+        assert_eq!(prune(&tx, "2026-06-01T00:00:00.000Z", 2).unwrap(), 0);
+    }
 }

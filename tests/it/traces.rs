@@ -80,3 +80,42 @@ fn traces_dropped_from_memory_are_fetched_from_the_store() {
     let h = s.ok("system.ping", json!(null));
     assert_eq!(h["activeTraces"], 0);
 }
+
+/// Retention: with `trace_max_stored: 1` the store keeps only the newest trace once a pass
+/// runs (with the process's first stored trace, then every 64th); memory answers until the
+/// process restarts, the store after.
+#[test]
+fn stored_traces_beyond_trace_max_stored_are_pruned() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("traces.db");
+    let opts = |db: &std::path::Path| crate::common::Opts {
+        args: vec!["--storage-path".into(), db.display().to_string()],
+        env: vec![("OUTRIGGER_TRACE_MAX_STORED".into(), "1".into())],
+        ..crate::common::Opts::default()
+    };
+    let mut s = crate::common::Sidecar::start_with(opts(&db));
+    let mut ids = Vec::new();
+    // The 1st and the 65th stored traces run a pass.
+    for i in 0..65 {
+        let r = run(
+            &mut s,
+            merge(
+                scripted(json!([{"text": "ok"}]), "x"),
+                json!({"chatId": format!("chat_keep_{i}")}),
+            ),
+        );
+        assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+        ids.push(r.done["traceId"].clone());
+    }
+    s.ok("system.shutdown_now", json!({}));
+    assert!(s.wait_exit(Duration::from_secs(10)).success());
+    drop(s);
+
+    let mut s = crate::common::Sidecar::start_with(opts(&db));
+    let last = s.ok("trace.fetch", json!({"traceId": ids[64]}));
+    assert_eq!(last["trace"]["traceId"], ids[64]);
+    for old in [&ids[0], &ids[1], &ids[63]] {
+        let r = s.call("trace.fetch", json!({"traceId": old}));
+        assert_eq!(r["error"]["code"], -32004, "{old}: {r}");
+    }
+}
