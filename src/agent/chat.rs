@@ -376,7 +376,6 @@ pub(super) async fn store_trace(
     );
     trace.finish(c.status.as_str(), failed.then(|| c.reason.clone()));
     let row = trace.to_row(record_id);
-    let bytes = row.body.to_string().len();
     // Retention runs with the process's first stored trace and then every
     // `PRUNE_EVERY`th, in the same transaction (a full scan of `traces`: not every turn).
     static STORED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -392,7 +391,7 @@ pub(super) async fn store_trace(
     };
     match persist::call(&agent.store, put).await {
         // In the store: the memory copy may now go when memory is short.
-        Ok(pruned) => {
+        Ok((bytes, pruned)) => {
             if pruned > 0 {
                 tracing::debug!("trace retention removed {pruned} stored trace(s)");
             }

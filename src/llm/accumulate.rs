@@ -14,7 +14,7 @@ use serde::de::{MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::sse::{Frame, SseSplitter};
+use super::sse::Frame;
 use super::types::{LlmError, LlmEvent, RawChunk, ToolCall, Usage};
 
 /// What the decoder reads beyond the reference shape (from the compat flags).
@@ -708,35 +708,7 @@ pub fn is_overflow(lower: &str) -> bool {
 /// Splitter and decoder over a whole body cut into `parts`: the events, then the error
 /// that ended the stream (if any). For tests and the benchmark.
 pub fn decode_parts(parts: &[&[u8]], opts: DecodeOptions) -> (Vec<LlmEvent>, Option<LlmError>) {
-    let mut split = SseSplitter::new();
-    let mut dec = Decoder::new(opts);
-    let mut out = Vec::new();
-    let mut err: Option<LlmError> = None;
-    let mut on = |f: Frame<'_>, out: &mut Vec<LlmEvent>, err: &mut Option<LlmError>| {
-        if err.is_none()
-            && let Err(e) = dec.frame(f, out)
-        {
-            *err = Some(e);
-        }
-    };
-    for p in parts {
-        if let Err(e) = split.feed(p, |f| on(f, &mut out, &mut err)) {
-            return (
-                out,
-                Some(LlmError::Stream {
-                    message: e.to_string(),
-                    client_fault: false,
-                }),
-            );
-        }
-    }
-    split.finish(|f| on(f, &mut out, &mut err));
-    if err.is_none()
-        && let Err(e) = dec.finish(&mut out)
-    {
-        err = Some(e);
-    }
-    (out, err)
+    super::native::decode_parts(&mut Decoder::new(opts), parts)
 }
 
 #[cfg(test)]

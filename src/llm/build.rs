@@ -58,14 +58,7 @@ fn all_names() -> String {
 /// `anthropic`, `google`, `openai` or `openai_compat`. `None` for an unknown host or a wire
 /// we do not speak (Azure, Bedrock, Vertex).
 pub fn provider_for(base_url: &str) -> Option<&'static str> {
-    let host = host_of(base_url)?;
-    let row = catalog::catalog().providers.iter().find(|p| {
-        p.api_base_url
-            .as_deref()
-            .and_then(host_of)
-            .is_some_and(|h| h == host)
-    })?;
-    match row.wire_kind.as_str() {
+    match row_for(base_url)?.wire_kind.as_str() {
         "anthropic" => Some("anthropic"),
         "google" => Some("google"),
         "openai" => Some("openai"),
@@ -74,27 +67,20 @@ pub fn provider_for(base_url: &str) -> Option<&'static str> {
     }
 }
 
-fn host_of(url: &str) -> Option<String> {
-    let rest = url.split("://").nth(1)?;
-    let host = rest.split(['/', '?', '#']).next()?;
-    let host = host.rsplit('@').next()?;
-    Some(host.split(':').next()?.to_ascii_lowercase())
+/// The catalog row whose endpoint is on `base_url`'s host.
+fn row_for(base_url: &str) -> Option<&'static catalog::ProviderRow> {
+    let host = catalog::host_of(base_url)?;
+    catalog::catalog().providers.iter().find(|p| {
+        p.api_base_url
+            .as_deref()
+            .and_then(catalog::host_of)
+            .is_some_and(|h| h == host)
+    })
 }
 
 /// The key variables the catalog lists for the row serving `base_url`.
 fn catalog_vars(base_url: &str) -> Vec<String> {
-    let Some(host) = host_of(base_url) else {
-        return Vec::new();
-    };
-    catalog::catalog()
-        .providers
-        .iter()
-        .find(|p| {
-            p.api_base_url
-                .as_deref()
-                .and_then(host_of)
-                .is_some_and(|h| h == host)
-        })
+    row_for(base_url)
         .map(|p| {
             p.env_vars
                 .iter()

@@ -147,7 +147,7 @@ pub fn model_leaf(model: &str) -> &str {
     leaf.split(':').next().unwrap_or(leaf)
 }
 
-fn host_of(url: &str) -> Option<String> {
+pub(crate) fn host_of(url: &str) -> Option<String> {
     let rest = url.split("://").nth(1)?;
     let host = rest.split(['/', '?', '#']).next()?;
     let host = host.rsplit('@').next()?;

@@ -99,37 +99,64 @@ async fn run<W: Wire>(
             Ok(()) => return,
             Err(e) => e,
         };
-        if cancel.is_cancelled() || matches!(err, LlmError::Cancelled) {
-            let _ = tx.send(Err(LlmError::Cancelled)).await;
-            return;
-        }
-        let delay = if emitted {
-            None
-        } else {
-            settings.retry.delay(attempt, &err, jitter())
-        };
-        let Some(delay) = delay else {
-            let _ = tx.send(Err(err)).await;
-            return;
-        };
-        let note = LlmEvent::Retry {
+        if !retry_after_failure(
+            err,
+            emitted,
             attempt,
-            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-            error: err.to_string(),
-        };
-        tracing::warn!(provider = wire.name(), attempt, delay_ms = delay.as_millis() as u64, error = %err, "provider request failed; retrying");
-        if tx.send(Ok(note)).await.is_err() {
+            &settings.retry,
+            wire.name(),
+            &cancel,
+            &tx,
+        )
+        .await
+        {
             return;
-        }
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => {
-                let _ = tx.send(Err(LlmError::Cancelled)).await;
-                return;
-            }
-            _ = tokio::time::sleep(delay) => {}
         }
         attempt += 1;
+    }
+}
+
+/// After a failed attempt: sends the `Retry` note and sleeps the policy's delay, returning
+/// `true` for another attempt; or ends the stream with the error (`Cancelled` on cancel;
+/// never retried once something was emitted) and returns `false`. Every provider's loop.
+pub(super) async fn retry_after_failure(
+    err: LlmError,
+    emitted: bool,
+    attempt: u32,
+    policy: &super::RetryPolicy,
+    provider: &str,
+    cancel: &CancellationToken,
+    tx: &mpsc::Sender<LlmItem>,
+) -> bool {
+    if cancel.is_cancelled() || matches!(err, LlmError::Cancelled) {
+        let _ = tx.send(Err(LlmError::Cancelled)).await;
+        return false;
+    }
+    let delay = if emitted {
+        None
+    } else {
+        policy.delay(attempt, &err, jitter())
+    };
+    let Some(delay) = delay else {
+        let _ = tx.send(Err(err)).await;
+        return false;
+    };
+    let note = LlmEvent::Retry {
+        attempt,
+        delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+        error: err.to_string(),
+    };
+    tracing::warn!(provider, attempt, delay_ms = delay.as_millis() as u64, error = %err, "provider request failed; retrying");
+    if tx.send(Ok(note)).await.is_err() {
+        return false;
+    }
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => {
+            let _ = tx.send(Err(LlmError::Cancelled)).await;
+            false
+        }
+        _ = tokio::time::sleep(delay) => true,
     }
 }
 

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::accumulate::{DecodeOptions, Decoder, is_overflow};
 use super::compat::{CompatFlags, MaxTokensField};
-use super::retry::{jitter, parse_retry_after};
+use super::retry::parse_retry_after;
 use super::sse::Frame;
 use super::types::{LlmError, LlmEvent, LlmItem, LlmRequest, SamplingDefaults};
 use super::{LlmSettings, LlmStream, Provider, STREAM_CHANNEL_CAPACITY};
@@ -128,31 +128,17 @@ async fn run(
             );
             continue;
         }
-        let delay = if emitted {
-            None
-        } else {
-            policy.delay(attempt, &err, jitter())
-        };
-        let Some(delay) = delay else {
-            let _ = tx.send(Err(err)).await;
-            return;
-        };
-        let note = LlmEvent::Retry {
+        let retry = super::native::retry_after_failure(
+            err,
+            emitted,
             attempt,
-            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-            error: err.to_string(),
-        };
-        tracing::warn!(attempt, delay_ms = delay.as_millis() as u64, error = %err, "provider request failed; retrying");
-        if tx.send(Ok(note)).await.is_err() {
+            &policy,
+            "openai_compat",
+            &cancel,
+            &tx,
+        );
+        if !retry.await {
             return;
-        }
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => {
-                let _ = tx.send(Err(LlmError::Cancelled)).await;
-                return;
-            }
-            _ = tokio::time::sleep(delay) => {}
         }
         attempt += 1;
     }

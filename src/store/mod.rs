@@ -200,23 +200,24 @@ impl Store {
 
     /// Stores a finished trace in one committed transaction.
     pub fn put_trace(&self, t: &TraceRow) -> Result<(), StoreError> {
-        self.write(|tx| traces::put(tx, t))
+        self.write(|tx| traces::put(tx, t).map(|_| ()))
     }
 
     /// Stores a finished trace and, in the same transaction, applies retention: traces
-    /// created before `older_than` go, then all but the newest `keep` (`prune: false` skips
-    /// it). Returns how many were pruned.
+    /// created before `older_than` go, then all but the newest `keep` (`prune: None` skips
+    /// it). Returns the stored body's size and how many traces were pruned.
     pub fn put_trace_pruning(
         &self,
         t: &TraceRow,
         prune: Option<(&str, usize)>,
-    ) -> Result<usize, StoreError> {
+    ) -> Result<(usize, usize), StoreError> {
         self.write(|tx| {
-            traces::put(tx, t)?;
-            match prune {
-                Some((older_than, keep)) => traces::prune(tx, older_than, keep),
-                None => Ok(0),
-            }
+            let bytes = traces::put(tx, t)?;
+            let pruned = match prune {
+                Some((older_than, keep)) => traces::prune(tx, older_than, keep)?,
+                None => 0,
+            };
+            Ok((bytes, pruned))
         })
     }
 

@@ -20,15 +20,15 @@ pub struct TraceRow {
 }
 
 /// Inserts the trace; a second write of the same id replaces it (a trace is written once,
-/// so this only matters if a stream is ever finished twice).
-pub fn put(tx: &Transaction<'_>, t: &TraceRow) -> Result<(), StoreError> {
+/// so this only matters if a stream is ever finished twice). Returns the body's size.
+pub fn put(tx: &Transaction<'_>, t: &TraceRow) -> Result<usize, StoreError> {
     let body = serde_json::to_string(&t.body)?;
     tx.execute(
         "INSERT OR REPLACE INTO traces (trace_id, record_id, status, created_at, body) \
          VALUES (?1, ?2, ?3, ?4, ?5)",
         params![t.trace_id, t.record_id, t.status, t.created_at, body],
     )?;
-    Ok(())
+    Ok(body.len())
 }
 
 /// Retention: removes traces created before `older_than` (an ISO 8601 UTC time, as

@@ -9,7 +9,6 @@ pub mod saved;
 pub mod session;
 
 use std::collections::HashSet;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,9 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Settings;
 use crate::sandbox::capture::{Capture, Reader};
-use crate::sandbox::cgroup::CommandCgroup;
 use crate::sandbox::launcher::{ERROR_PREFIX, LAUNCH_FAILED};
-use crate::sandbox::policy::LaunchSpec;
 use crate::sandbox::protect;
 use crate::sandbox::spawn::{PrivateTmp, SpawnSpec, Stdin, spawn, terminate};
 use crate::sandbox::{Marker, Sandbox, secrets};
@@ -151,32 +148,11 @@ impl BashTool {
         let Setup {
             tmp,
             marker,
-            launch,
-            cgroup,
-            warm,
             guard,
-            env,
-        } = match setup(&self.sandbox, &ctx, &settings, Self::NAME).await {
+            spec,
+        } = match setup(&self.sandbox, &ctx, &settings, Self::NAME, command).await {
             Ok(s) => s,
             Err(r) => return r,
-        };
-        let spec = SpawnSpec {
-            program: PathBuf::from("bash"),
-            args: vec![
-                "--noprofile".into(),
-                "--norc".into(),
-                "-c".into(),
-                command.into(),
-            ],
-            cwd: workspace.clone(),
-            env: Some(env),
-            extra_env: Vec::new(),
-            stdin: Stdin::Null,
-            launch,
-            launcher: self.sandbox.launcher().map(Path::to_path_buf),
-            cgroup,
-            warm,
-            terminal: None,
         };
         let started = Instant::now();
         let lifecycle = ctx.lifecycle.as_deref();
@@ -310,13 +286,11 @@ pub(crate) struct Setup {
     /// The command's private `$TMPDIR` (removed when dropped: keep it until the command ends).
     pub tmp: PrivateTmp,
     pub marker: Marker,
-    pub launch: Option<LaunchSpec>,
-    pub cgroup: Option<CommandCgroup>,
-    pub warm: Option<Duration>,
     /// Finish it once the command's processes are dead.
     pub guard: Option<protect::Guard>,
-    /// The scrubbed environment with the temp dir set.
-    pub env: Vec<(OsString, OsString)>,
+    /// `bash --noprofile --norc -c <command>` in the workspace through the launcher, with
+    /// the scrubbed environment and the temp dir set; stdin `/dev/null`.
+    pub spec: SpawnSpec,
 }
 
 /// The private temp dir, the sandbox's launch spec for `ctx`, and the environment; a refusal
@@ -326,6 +300,7 @@ pub(crate) async fn setup(
     ctx: &ToolContext,
     settings: &Settings,
     tool: &str,
+    command: &str,
 ) -> Result<Setup, ToolResult> {
     let tmp = PrivateTmp::create().map_err(|e| {
         ToolResult::recoverable(format!("{tool}: cannot create a private temp dir: {e}"))
@@ -360,14 +335,29 @@ pub(crate) async fn setup(
     for k in ["TMPDIR", "TMP", "TEMP"] {
         env.push((k.into(), tmp_os.clone()));
     }
+    let spec = SpawnSpec {
+        program: PathBuf::from("bash"),
+        args: vec![
+            "--noprofile".into(),
+            "--norc".into(),
+            "-c".into(),
+            command.into(),
+        ],
+        cwd: ctx.workspace_root.clone(),
+        env: Some(env),
+        extra_env: Vec::new(),
+        stdin: Stdin::Null,
+        launch: prepared.launch.take(),
+        launcher: sandbox.launcher().map(Path::to_path_buf),
+        cgroup: prepared.cgroup.take(),
+        warm: prepared.warm,
+        terminal: None,
+    };
     Ok(Setup {
         tmp,
         marker: prepared.marker.clone(),
-        launch: prepared.launch.take(),
-        cgroup: prepared.cgroup.take(),
-        warm: prepared.warm,
         guard: prepared.guard.take(),
-        env,
+        spec,
     })
 }
 

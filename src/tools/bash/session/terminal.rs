@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::super::{KILL_GRACE, Setup, exit_code, setup};
 use crate::config::Settings;
 use crate::lifecycle::Lifecycle;
-use crate::sandbox::spawn::{Group, PrivateTmp, SpawnSpec, Stdin, spawn, terminate};
+use crate::sandbox::spawn::{Group, PrivateTmp, spawn, terminate};
 use crate::sandbox::{Marker, Sandbox, protect, pty};
 use crate::tools::{ToolContext, ToolResult};
 
@@ -159,12 +159,9 @@ impl Terminal {
         let Setup {
             tmp,
             marker,
-            launch,
-            cgroup,
             guard,
-            mut env,
-            ..
-        } = setup(sandbox, ctx, settings, super::NAME).await?;
+            mut spec,
+        } = setup(sandbox, ctx, settings, super::NAME, command).await?;
         let fail = |msg: String| super::super::with_marker(ToolResult::recoverable(msg), &marker);
         let pty = pty::open(ROWS, COLS)
             .map_err(|e| fail(format!("bash_session: cannot open a terminal: {e}")))?;
@@ -184,27 +181,12 @@ impl Terminal {
             ("GIT_PAGER", "cat"),
             ("NO_COLOR", "1"),
         ] {
-            env.push((k.into(), v.into()));
+            spec.extra_env.push((k.into(), v.into()));
         }
-        let workspace = ctx.workspace_root.clone();
-        let spec = SpawnSpec {
-            program: PathBuf::from("bash"),
-            args: vec![
-                "--noprofile".into(),
-                "--norc".into(),
-                "-c".into(),
-                command.into(),
-            ],
-            cwd: workspace.clone(),
-            env: Some(env),
-            extra_env: Vec::new(),
-            stdin: Stdin::Null,
-            launch,
-            launcher: sandbox.launcher().map(Into::into),
-            cgroup,
-            warm: None,
-            terminal: Some(pty.slave),
-        };
+        // Spares have their stdio fixed: a terminal starts cold.
+        spec.warm = None;
+        spec.terminal = Some(pty.slave);
+        let workspace = spec.cwd.clone();
         // The group is registered with the lifecycle by hand: it outlives this call.
         let spawned = spawn(spec, None).await.map_err(|e| {
             fail(format!(
@@ -358,7 +340,8 @@ impl Terminal {
     /// wrote last.
     pub async fn kill(&self) -> Collected {
         self.end.cancel();
-        let bound = KILL_GRACE + DRAIN_GRACE + Duration::from_secs(6);
+        // The keeper's worst case: the grace, `terminate`'s 5 s wait after SIGKILL, the drain.
+        let bound = KILL_GRACE + Duration::from_secs(5) + DRAIN_GRACE + Duration::from_secs(1);
         self.collect(bound, &CancellationToken::new()).await
     }
 
