@@ -1836,6 +1836,11 @@ export type StreamStarted = {
    */
   seedMessages?: number | null;
   streamId: string;
+  /**
+   * The turn's trace: `trace.fetch` answers for it while the turn runs, and keeps its
+   * finished spans after a crash.
+   */
+  traceId?: string | null;
 };
 
 /**

@@ -240,6 +240,7 @@ pub async fn prepare(
         p.chat_id.clone(),
         p.session_id.clone(),
         &p.model,
+        &record_id,
     );
     trace.event(
         "stage_start",
@@ -252,6 +253,7 @@ pub async fn prepare(
         stream_id,
         seed_messages: seed_count,
         record_id: seed_count.map(|_| record_id.clone()),
+        trace_id: Some(trace.id.clone()),
     };
     let turn = Turn::new(
         agent.clone(),
@@ -375,7 +377,6 @@ pub(super) async fn store_trace(
         Some(json!({"status": c.status.as_str(), "reason": c.reason})),
     );
     trace.finish(c.status.as_str(), failed.then(|| c.reason.clone()));
-    let row = trace.to_row(record_id);
     // Retention runs with the process's first stored trace and then every
     // `PRUNE_EVERY`th, in the same transaction (a full scan of `traces`: not every turn).
     static STORED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -386,10 +387,7 @@ pub(super) async fn store_trace(
         let cutoff = crate::clock::now_ms().saturating_sub(s.trace_retention_days * day_ms);
         (crate::clock::iso8601_ms(cutoff), s.trace_max_stored)
     });
-    let put = move |s: &crate::store::Store| {
-        s.put_trace_pruning(&row, prune.as_ref().map(|(c, k)| (c.as_str(), *k)))
-    };
-    match persist::call(&agent.store, put).await {
+    match trace.store(record_id, prune).await {
         // In the store: the memory copy may now go when memory is short.
         Ok((bytes, pruned)) => {
             if pruned > 0 {

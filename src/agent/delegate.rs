@@ -279,6 +279,7 @@ impl Parent {
         })?;
         let trace = self.child_trace(
             params,
+            &record,
             "subagent.run",
             json!({"recordId": record, "childId": child_id, "profile": profile,
                 "parentTraceId": self.trace.id, "parentCallId": call_id}),
@@ -299,12 +300,19 @@ impl Parent {
     }
 
     /// A new trace for a child's turn, opened with `stage_start <stage>`.
-    pub(super) fn child_trace(&self, params: &ChatParams, stage: &str, attrs: Value) -> Trace {
+    pub(super) fn child_trace(
+        &self,
+        params: &ChatParams,
+        record: &str,
+        stage: &str,
+        attrs: Value,
+    ) -> Trace {
         let trace = self.agent.traces.start(
             &params.stream_id,
             params.chat_id.clone(),
             params.session_id.clone(),
             &params.model,
+            record,
         );
         trace.event("stage_start", stage, Some(attrs));
         trace

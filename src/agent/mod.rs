@@ -95,6 +95,7 @@ impl Agent {
         Agent {
             mcp,
             transcripts: transcripts::Transcripts::new(cache_bytes),
+            traces: trace::Traces::durable(trace_bytes, store.clone()),
             store,
             router,
             lifecycle,
@@ -103,7 +104,6 @@ impl Agent {
             host,
             sink,
             streams: stream::Streams::default(),
-            traces: trace::Traces::new(trace_bytes),
             approvals: approval::SessionRules::default(),
         }
     }

@@ -564,6 +564,7 @@ async fn send(env: &Env, args: &Value) -> Result<ToolResult, ToolResult> {
     items.push(Message::new(Role::User, message));
     let trace = env.parent.child_trace(
         &params,
+        &e.record,
         "subagent.resume",
         json!({"recordId": e.record, "childId": e.id, "parentTraceId": env.parent.trace.id}),
     );

@@ -932,6 +932,10 @@ impl Turn {
         };
         if let Some(u) = usage {
             end.insert("usage".into(), json!(u));
+            // The request's own cost, for timelines (`outrigger inspect`, OTLP in `full`).
+            if let Some(c) = super::chat::usage_report(u, self.p.pricing).cost_usd {
+                end.insert("costUsd".into(), json!(c));
+            }
         }
         self.trace.end_span(span, status, end);
         if let Streamed::Done {

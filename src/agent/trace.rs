@@ -1,14 +1,16 @@
 //! Per-stream traces (`trace.fetch`): one `llm.request` span per provider request, one span
 //! per tool execution, and one event per loop event. Kept in memory, newest `MAX_TRACES`;
-//! each finished trace is also written once to the store (`traces` table), which answers
-//! `trace.fetch` once the memory copy is gone (evicted, or the process restarted).
+//! also written to the store as they go (`Writer`): the header when the stream starts, each
+//! span as it finishes (a crash keeps them), the whole trace when it finishes. The store
+//! answers `trace.fetch` once the memory copy is gone (evicted, or the process restarted).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 
 use serde_json::{Map, Value, json};
 
 use crate::clock::{iso8601_ms, now_ms};
+use crate::store::{Store, TraceRow, TraceWrite};
 
 /// Traces kept in memory; the oldest finished one is dropped beyond this.
 pub const MAX_TRACES: usize = 256;
@@ -40,6 +42,93 @@ struct Data {
 pub struct Trace {
     data: Arc<Mutex<Data>>,
     pub id: String,
+    /// Where finished spans go as they finish (`None`: kept in memory only).
+    writer: Option<Arc<Writer>>,
+}
+
+/// What the writer answers for a finished trace: the stored body's size and how many traces
+/// retention removed.
+pub type Finished = Result<(usize, usize), String>;
+
+struct Job {
+    write: TraceWrite,
+    done: Option<tokio::sync::oneshot::Sender<Finished>>,
+}
+
+/// Trace writes to the store in the order they happen, off the turn's path: one thread,
+/// started on first use, that commits whatever queued up meanwhile in one transaction. A
+/// failed write costs only the trace's durability.
+pub struct Writer {
+    store: Arc<Store>,
+    queue: OnceLock<Mutex<mpsc::Sender<Job>>>,
+}
+
+/// Jobs committed in one transaction at most.
+const BATCH: usize = 256;
+
+impl Writer {
+    pub fn new(store: Arc<Store>) -> Writer {
+        Writer {
+            store,
+            queue: OnceLock::new(),
+        }
+    }
+
+    fn send(&self, job: Job) {
+        let queue = self.queue.get_or_init(|| {
+            let (tx, rx) = mpsc::channel::<Job>();
+            let store = self.store.clone();
+            let spawned = std::thread::Builder::new()
+                .name("outrigger-traces".into())
+                .spawn(move || write_loop(&store, &rx));
+            if let Err(e) = spawned {
+                tracing::warn!("traces will not be stored: cannot start their writer: {e}");
+            }
+            Mutex::new(tx)
+        });
+        let sent = queue.lock().unwrap_or_else(|e| e.into_inner()).send(job);
+        if let Err(mpsc::SendError(job)) = sent
+            && let Some(done) = job.done
+        {
+            let _ = done.send(Err("the trace writer is not running".into()));
+        }
+    }
+
+    /// Queues `write`; for a `Finish`, answers once it is committed.
+    async fn finish(&self, write: TraceWrite) -> Finished {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.send(Job {
+            write,
+            done: Some(tx),
+        });
+        rx.await
+            .unwrap_or_else(|_| Err("the trace writer stopped".into()))
+    }
+}
+
+fn write_loop(store: &Store, rx: &mpsc::Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        let mut jobs = vec![first];
+        while jobs.len() < BATCH {
+            match rx.try_recv() {
+                Ok(j) => jobs.push(j),
+                Err(_) => break,
+            }
+        }
+        let batch: Vec<TraceWrite> = jobs.iter().map(|j| j.write.clone()).collect();
+        let written = store.write_traces(&batch);
+        if let Err(e) = &written {
+            tracing::warn!("cannot store {} trace write(s): {e}", batch.len());
+        }
+        let mut results = written.map(Vec::into_iter).map_err(|e| e.to_string());
+        for done in jobs.into_iter().filter_map(|j| j.done) {
+            let r = match &mut results {
+                Ok(it) => it.next().ok_or_else(|| "no result".to_string()),
+                Err(e) => Err(e.clone()),
+            };
+            let _ = done.send(r);
+        }
+    }
 }
 
 fn clip(v: Value) -> Value {
@@ -97,13 +186,27 @@ impl Trace {
     }
 
     pub fn end_span(&self, idx: usize, status: &str, attrs: Map<String, Value>) {
-        let mut d = self.lock();
-        if let Some(s) = d.spans.get_mut(idx) {
+        let finished = {
+            let mut d = self.lock();
+            let Some(s) = d.spans.get_mut(idx) else {
+                return;
+            };
             let end = now_ms();
             s.end_ms = Some(end);
             s.duration_ms = Some(end.saturating_sub(s.start_ms));
             s.status = status.into();
             s.attrs.extend(attrs);
+            self.writer.as_ref().map(|_| serde_json::to_string(&*s))
+        };
+        if let (Some(w), Some(Ok(body))) = (&self.writer, finished) {
+            w.send(Job {
+                write: TraceWrite::Span {
+                    trace_id: self.id.clone(),
+                    seq: idx,
+                    body,
+                },
+                done: None,
+            });
         }
     }
 
@@ -122,6 +225,17 @@ impl Trace {
         d.finished = true;
     }
 
+    /// Stores the finished trace (replacing its running row and span rows), applying
+    /// retention (`older_than`, `keep`) in the same transaction when given. Without a writer
+    /// (a trace kept in memory only) there is nothing to store.
+    pub async fn store(&self, record_id: &str, prune: Option<(String, usize)>) -> Finished {
+        let Some(w) = &self.writer else {
+            return Err("this trace is kept in memory only".into());
+        };
+        let row = self.to_row(record_id);
+        w.finish(TraceWrite::Finish { row, prune }).await
+    }
+
     /// A copy of the trace as it is now.
     pub fn snapshot(&self) -> TraceData {
         let d = self.lock();
@@ -137,13 +251,13 @@ impl Trace {
         serde_json::to_value(self.snapshot()).unwrap_or(Value::Null)
     }
 
-    /// The row the store keeps for this trace (written once, when the stream finishes).
-    pub fn to_row(&self, record_id: &str) -> crate::store::TraceRow {
+    /// The row the store keeps for this trace as it is now.
+    pub fn to_row(&self, record_id: &str) -> TraceRow {
         let (status, created_at) = {
             let d = self.lock();
             (d.header.status.clone(), d.header.created_at.clone())
         };
-        crate::store::TraceRow {
+        TraceRow {
             trace_id: self.id.clone(),
             record_id: record_id.to_string(),
             status,
@@ -161,6 +275,7 @@ pub struct Traces {
     /// Sizes of the finished traces that are already in the store, oldest first.
     stored: Mutex<(VecDeque<(String, usize)>, usize)>,
     max_bytes: usize,
+    writer: Option<Arc<Writer>>,
 }
 
 impl Default for Traces {
@@ -175,6 +290,16 @@ impl Traces {
             inner: Mutex::new((HashMap::new(), VecDeque::new())),
             stored: Mutex::new((VecDeque::new(), 0)),
             max_bytes,
+            writer: None,
+        }
+    }
+
+    /// Traces that are also written to `store` as they go (the header when a stream starts,
+    /// each span as it finishes, the whole trace at the end).
+    pub fn durable(max_bytes: usize, store: Arc<Store>) -> Traces {
+        Traces {
+            writer: Some(Arc::new(Writer::new(store))),
+            ..Traces::new(max_bytes)
         }
     }
 
@@ -204,12 +329,15 @@ impl Traces {
         }
     }
 
+    /// Opens a trace for a stream writing to `record_id` (its header stored at once when
+    /// the traces are durable).
     pub fn start(
         &self,
         stream_id: &str,
         chat_id: Option<String>,
         session_id: Option<String>,
         model: &str,
+        record_id: &str,
     ) -> Trace {
         let id = super::ids::trace_id();
         let now = now_ms();
@@ -237,7 +365,14 @@ impl Traces {
                 events: Vec::new(),
                 finished: false,
             })),
+            writer: self.writer.clone(),
         };
+        if let Some(w) = &self.writer {
+            w.send(Job {
+                write: TraceWrite::Begin(t.to_row(record_id)),
+                done: None,
+            });
+        }
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.0.insert(id.clone(), t.clone());
         g.1.push_back(id);

@@ -17,6 +17,10 @@ pub struct StreamStarted {
     /// Forks only: the new record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_id: Option<String>,
+    /// The turn's trace: `trace.fetch` answers for it while the turn runs, and keeps its
+    /// finished spans after a crash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 /// `agent.chat.cancel` / `agent.chat.compact` params.

@@ -30,7 +30,7 @@ pub use error::{ErrorClass, StoreError};
 pub use records::{Boundary, BoundaryAction, Entry, ItemKind, Projected, Seed};
 pub use schema::SyncMode;
 pub use sessions::{AgentSession, NewSession, SessionFilter};
-pub use traces::TraceRow;
+pub use traces::{TraceRow, TraceWrite};
 
 use lease::Lease;
 use records::{NewRecord, insert_entry};
@@ -203,27 +203,46 @@ impl Store {
         self.write(|tx| traces::put(tx, t).map(|_| ()))
     }
 
-    /// Stores a finished trace and, in the same transaction, applies retention: traces
-    /// created before `older_than` go, then all but the newest `keep` (`prune: None` skips
-    /// it). Returns the stored body's size and how many traces were pruned.
-    pub fn put_trace_pruning(
-        &self,
-        t: &TraceRow,
-        prune: Option<(&str, usize)>,
-    ) -> Result<(usize, usize), StoreError> {
+    /// Applies trace writes in order in one transaction (the trace writer batches what
+    /// queued up meanwhile). Returns, per `Finish` in order, the stored body's size and how
+    /// many traces retention removed.
+    pub fn write_traces(&self, batch: &[TraceWrite]) -> Result<Vec<(usize, usize)>, StoreError> {
         self.write(|tx| {
-            let bytes = traces::put(tx, t)?;
-            let pruned = match prune {
-                Some((older_than, keep)) => traces::prune(tx, older_than, keep)?,
-                None => 0,
-            };
-            Ok((bytes, pruned))
+            let mut finished = Vec::new();
+            for w in batch {
+                match w {
+                    TraceWrite::Begin(row) => traces::begin(tx, row)?,
+                    TraceWrite::Span {
+                        trace_id,
+                        seq,
+                        body,
+                    } => traces::put_span(tx, trace_id, *seq, body)?,
+                    TraceWrite::Finish { row, prune } => {
+                        let bytes = traces::put(tx, row)?;
+                        let pruned = match prune {
+                            Some((older_than, keep)) => traces::prune(tx, older_than, *keep)?,
+                            None => 0,
+                        };
+                        finished.push((bytes, pruned));
+                    }
+                }
+            }
+            Ok(finished)
         })
     }
 
     /// A stored trace's `{trace, spans, events}`; `None` when unknown.
     pub fn get_trace(&self, trace_id: &str) -> Result<Option<Value>, StoreError> {
         traces::get(&self.conn(), trace_id)
+    }
+
+    /// Headers of the traces stored for a record, oldest first, at most `limit`.
+    pub fn traces_for_record(
+        &self,
+        record_id: &str,
+        limit: usize,
+    ) -> Result<Vec<Value>, StoreError> {
+        traces::for_record(&self.conn(), record_id, limit)
     }
 
     // ---- appends (each one a committed transaction) ----

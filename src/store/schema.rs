@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension};
 use super::error::StoreError;
 
 /// Bump when the tables change; `open` refuses databases from a newer build.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 const DDL: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -63,6 +63,15 @@ CREATE TABLE IF NOT EXISTS approval_rules (
     created_at TEXT NOT NULL,
     PRIMARY KEY (tool_name, category)
 ) WITHOUT ROWID;
+-- Version 4: the spans of a trace still running, each written as it finishes, so a crash
+-- keeps them; the finished trace's body replaces them.
+CREATE TABLE IF NOT EXISTS trace_spans (
+    trace_id TEXT NOT NULL,
+    seq      INTEGER NOT NULL,
+    body     TEXT NOT NULL,
+    PRIMARY KEY (trace_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS traces_record ON traces(record_id);
 ";
 
 /// `synchronous` level: NORMAL survives a process crash (WAL), FULL also a power loss.

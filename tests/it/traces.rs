@@ -119,3 +119,78 @@ fn stored_traces_beyond_trace_max_stored_are_pruned() {
         assert_eq!(r["error"]["code"], -32004, "{old}: {r}");
     }
 }
+
+/// Spans are stored as they finish: SIGKILL mid-turn (while a tool runs) and the restarted
+/// sidecar still answers `trace.fetch` for the turn's trace (its id from the stream's start)
+/// with every span that had finished, the trace marked `interrupted`.
+#[test]
+fn finished_spans_survive_a_sigkill_mid_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("traces.db");
+    let w = tempfile::tempdir().unwrap();
+    std::fs::write(w.path().join("notes.txt"), "hello\n").unwrap();
+    let mut s = on_db(&db);
+    let script = json!([
+        {"toolCalls": [{"id": "r1", "name": "read_file", "arguments": {"path": "notes.txt"}}]},
+        {"toolCalls": [{"id": "b1", "name": "bash", "arguments": {"command": "sleep 60"}}]},
+        {"text": "never"}
+    ]);
+    let p = merge(
+        scripted(script, "read then wait"),
+        json!({"cwd": w.path(), "chatId": "chat_span_crash"}),
+    );
+    let started = s.ok("agent.chat.stream", p);
+    let id = started["streamId"].as_str().unwrap().to_string();
+    let trace_id = started["traceId"].clone();
+    assert!(
+        trace_id.as_str().is_some_and(|t| !t.is_empty()),
+        "{started}"
+    );
+    until(&mut s, &id, |f| f["params"]["toolCall"]["id"] == "b1");
+    // While the turn runs the live trace answers: the first request and read_file finished.
+    let live = s.ok("trace.fetch", json!({"traceId": trace_id}));
+    assert_eq!(live["trace"]["status"], "running", "{live}");
+    let done_before: Vec<String> = live["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["status"] != "running")
+        .map(|x| x["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(done_before.len() >= 2, "{live}");
+    // The span writes are queued to the store's writer; give them a moment to commit.
+    std::thread::sleep(Duration::from_millis(300));
+    crate::common::sigkill(&mut s);
+    drop(s);
+
+    let mut s = on_db(&db);
+    let t = s.ok("trace.fetch", json!({"traceId": trace_id}));
+    assert_eq!(t["trace"]["status"], "interrupted", "{t}");
+    assert_eq!(t["trace"]["hadError"], true);
+    let spans = t["spans"].as_array().unwrap();
+    let names: Vec<&str> = spans.iter().map(|x| x["name"].as_str().unwrap()).collect();
+    assert!(
+        names.len() >= done_before.len(),
+        "{names:?} vs {done_before:?}"
+    );
+    assert_eq!(names[..2], ["llm.request", "read_file"], "{t}");
+    assert!(
+        spans
+            .iter()
+            .all(|x| x["status"] == "ok" && x["endMs"].as_u64().is_some()),
+        "only finished spans are kept: {t}"
+    );
+    // The bash span never finished: it is not there.
+    assert!(!names.contains(&"bash"), "{names:?}");
+    // A later turn on the same database stores its own trace whole, untouched by the old one.
+    let r = run(
+        &mut s,
+        merge(
+            scripted(json!([{"text": "ok"}]), "x"),
+            json!({"chatId": "chat_after"}),
+        ),
+    );
+    assert_eq!(r.done["status"], "completed");
+    let t2 = s.ok("trace.fetch", json!({"traceId": r.done["traceId"]}));
+    assert_eq!(t2["trace"]["status"], "completed");
+}

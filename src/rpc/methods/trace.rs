@@ -59,7 +59,17 @@ pub async fn fetch(app: Arc<App>, p: TraceFetchParams) -> Result<TraceFetchResul
         }
     });
     match found {
-        Some(d) => Ok(d),
+        Some(mut d) => {
+            // Running traces are always kept in memory: a stored one that is still running
+            // belongs to a process that ended mid-turn. Its finished spans are all there.
+            if d.trace.status == "running" {
+                d.trace.status = "interrupted".into();
+                d.trace.had_error = true;
+                d.trace.error_message =
+                    Some("the process ended before this stream finished".into());
+            }
+            Ok(d)
+        }
         None => Err(RpcError::new(
             ErrorKind::NotFound,
             format!(
@@ -81,7 +91,7 @@ mod tests {
     #[test]
     fn memory_and_stored_traces_answer_the_same() {
         let traces = Traces::default();
-        let t = traces.start("str_1", Some("chat".into()), None, "m");
+        let t = traces.start("str_1", Some("chat".into()), None, "m", "rec");
         t.event("stage_start", "start", Some(json!({"round": 0})));
         t.event("completion", "done", None);
         let span = t.start_span("llm.request", "llm", Map::new());
