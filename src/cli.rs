@@ -57,6 +57,9 @@ pub enum Command {
     Run(crate::headless::RunArgs),
     /// Serve the Agent Client Protocol over stdio, for editors such as Zed (docs/acp.md).
     Acp(crate::acp::AcpArgs),
+    /// Serve a read-only web page of the store's sessions, branch trees and traces on
+    /// 127.0.0.1 (prints its URL with a one-time token; runs beside a live sidecar).
+    Inspect(crate::inspect::InspectArgs),
     /// Serve Outrigger's file tools and bash as an MCP server over stdio.
     Mcp {
         /// The workspace the tools work in: relative paths resolve against it and bash runs

@@ -11,6 +11,7 @@ pub mod config;
 pub mod harness;
 pub mod headless;
 pub mod host;
+pub mod inspect;
 pub mod lifecycle;
 pub mod llm;
 pub mod logging;

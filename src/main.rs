@@ -79,6 +79,11 @@ fn real_main(cli: Cli) -> i32 {
         return outrigger::acp::run(args, globals, &config);
     }
 
+    if let Some(Command::Inspect(args)) = cli.command {
+        logging::init(&config.settings().log_level);
+        return outrigger::inspect::run(args, cli.storage_path, config.settings().storage_path);
+    }
+
     if cli.dump_config {
         let merged: serde_json::Map<String, Value> = config
             .merged()

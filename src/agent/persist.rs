@@ -199,6 +199,39 @@ pub async fn call<T: Send + 'static>(
     blocking(store, f).await
 }
 
+/// A record's visible transcript as `agent.session.messages` answers it (also what
+/// `outrigger inspect` serves): the shape `agent.chat.stream` takes as `messages`
+/// (camelCase, `seq` in front), so a host can send the history back unchanged; entries that
+/// are no chat message (an unknown role) are left out, as the loop leaves them out of its
+/// transcript.
+pub fn transcript(
+    record_id: String,
+    projected: Vec<Projected>,
+) -> crate::protocol::session::SessionMessagesResult {
+    let messages: Vec<Message> = projected
+        .into_iter()
+        .filter_map(|e| match from_record(&e.message) {
+            Some(mut m) => {
+                m.seq = Some(e.seq);
+                Some(m)
+            }
+            None => {
+                tracing::warn!(
+                    "agent.session.messages: skipping record {} seq {}: role {:?} is not a chat role",
+                    record_id,
+                    e.seq,
+                    e.role()
+                );
+                None
+            }
+        })
+        .collect();
+    crate::protocol::session::SessionMessagesResult {
+        record_id,
+        messages,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

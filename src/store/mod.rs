@@ -9,6 +9,7 @@
 
 pub mod approvals;
 pub mod branches;
+pub mod browse;
 pub mod error;
 pub mod ids;
 pub mod lease;
@@ -38,7 +39,8 @@ use records::{NewRecord, insert_entry};
 pub struct Store {
     conn: Mutex<Connection>,
     path: PathBuf,
-    lease: Lease,
+    /// `None` for a read-only store (`open_read_only`), which never writes.
+    lease: Option<Lease>,
 }
 
 /// A fork request (`agent.session.fork`).
@@ -114,7 +116,7 @@ impl Store {
         Ok(Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
-            lease,
+            lease: Some(lease),
         })
     }
 
@@ -122,8 +124,68 @@ impl Store {
         &self.path
     }
 
-    pub fn lock_path(&self) -> &Path {
-        &self.lease.path
+    /// The lease file; `None` for a read-only store.
+    pub fn lock_path(&self) -> Option<&Path> {
+        self.lease.as_ref().map(|l| l.path.as_path())
+    }
+
+    /// Opens an existing database for reading only, without the lease, so it works beside
+    /// the live sidecar that holds it (`outrigger inspect`). WAL lets it read committed
+    /// rows while that process writes. Every write through it fails.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let open_err = |why: String| StoreError::Open {
+            path: path.to_path_buf(),
+            why,
+        };
+        if !path.is_file() {
+            return Err(open_err("no database file there".into()));
+        }
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+            | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| open_err(e.to_string()))?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(|e| open_err(e.to_string()))?;
+        let version: String = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_version'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| open_err(format!("{e} (is it an Outrigger store?)")))?;
+        let found = version.trim().parse::<i64>().unwrap_or(0);
+        if found > schema::SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                path: path.to_path_buf(),
+                found,
+                supported: schema::SCHEMA_VERSION,
+            });
+        }
+        Ok(Store {
+            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+            lease: None,
+        })
+    }
+
+    /// The schema version the database records.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        let v: String = self.conn().query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )?;
+        Ok(v.trim().parse::<i64>().unwrap_or(0))
+    }
+
+    /// A page of records for browsing (`outrigger inspect`), newest activity first.
+    pub fn browse_records(
+        &self,
+        query: Option<&str>,
+        limit: usize,
+        offset: usize,
+    ) -> Result<(Vec<browse::RecordSummary>, bool), StoreError> {
+        browse::records(&self.conn(), query, limit, offset)
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {

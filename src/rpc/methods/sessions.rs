@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use crate::agent::persist;
 use crate::app::App;
-use crate::llm::Message;
 use crate::protocol::session::{
     AgentSession, BranchNode, BranchPoint, RecordRef, SessionBranchesResult, SessionCreateParams,
     SessionForkParams, SessionListParams, SessionListResult, SessionMessagesResult,
@@ -207,29 +206,5 @@ pub async fn tree(app: Arc<App>, p: RecordRef) -> Result<SessionTreeResult, RpcE
 pub async fn messages(app: Arc<App>, p: RecordRef) -> Result<SessionMessagesResult, RpcError> {
     let id = p.record_id.clone();
     let projected = with_store(&app, move |st| st.projection(&id)).await?;
-    // The shape `agent.chat.stream` takes as `messages` (camelCase, `seq` in front), so a
-    // host can send the history back unchanged; entries that are no chat message (an
-    // unknown role) are left out, as the loop leaves them out of its transcript.
-    let messages: Vec<Message> = projected
-        .into_iter()
-        .filter_map(|e| match persist::from_record(&e.message) {
-            Some(mut m) => {
-                m.seq = Some(e.seq);
-                Some(m)
-            }
-            None => {
-                tracing::warn!(
-                    "agent.session.messages: skipping record {} seq {}: role {:?} is not a chat role",
-                    p.record_id,
-                    e.seq,
-                    e.role()
-                );
-                None
-            }
-        })
-        .collect();
-    Ok(SessionMessagesResult {
-        record_id: p.record_id,
-        messages,
-    })
+    Ok(persist::transcript(p.record_id, projected))
 }
