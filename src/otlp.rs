@@ -54,6 +54,7 @@ const METADATA_ATTRS: &[&str] = &[
     "callId",
     "parentCallId",
     "tools",
+    "costUsd",
 ];
 
 fn kv(key: &str, v: any_value::Value) -> KeyValue {
