@@ -25,6 +25,16 @@ pub use crate::protocol::session::{
     TraceEvent as Event, TraceFetchResult as TraceData, TraceHeader as Header, TraceSpan as Span,
 };
 
+/// A stored trace left `running` by a process that ended mid-stream: reported as
+/// `interrupted` (by `trace.fetch` and `outrigger inspect` alike); its finished spans stay.
+pub fn mark_interrupted(h: &mut Header) {
+    if h.status == "running" {
+        h.status = "interrupted".into();
+        h.had_error = true;
+        h.error_message = Some("the process ended before this stream finished".into());
+    }
+}
+
 /// Reads a stored body back (`store::TraceRow::body`).
 pub fn from_stored(body: Value) -> Result<TraceData, serde_json::Error> {
     serde_json::from_value(body)
@@ -196,14 +206,19 @@ impl Trace {
             s.duration_ms = Some(end.saturating_sub(s.start_ms));
             s.status = status.into();
             s.attrs.extend(attrs);
-            self.writer.as_ref().map(|_| serde_json::to_string(&*s))
+            let span = self.writer.as_ref().map(|_| serde_json::to_string(&*s));
+            let header = span
+                .as_ref()
+                .map(|_| json!({"trace": d.header, "spans": [], "events": []}).to_string());
+            span.zip(header)
         };
-        if let (Some(w), Some(Ok(body))) = (&self.writer, finished) {
+        if let (Some(w), Some((Ok(body), header))) = (&self.writer, finished) {
             w.send(Job {
                 write: TraceWrite::Span {
                     trace_id: self.id.clone(),
                     seq: idx,
                     body,
+                    header,
                 },
                 done: None,
             });

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::State;
 use crate::agent::persist::transcript;
-use crate::agent::trace::from_stored;
+use crate::agent::trace::{from_stored, mark_interrupted};
 use crate::protocol::session::{SessionTreeResult, TraceHeader};
 use crate::store::{Store, StoreError};
 
@@ -254,6 +254,24 @@ struct RecordTraces {
     traces: Vec<TraceHeader>,
 }
 
+/// Marks a stored `running` trace `interrupted` when no live process can still be running
+/// it: nobody holds the store's lease, or the holder took it after the trace started (a
+/// later sidecar on the same database). A trace a live sidecar is running stays `running`.
+/// `lease_since` is `leased_since(state)`, read once per request.
+fn settle(lease_since: Option<u64>, h: &mut TraceHeader) {
+    if h.status == "running" && lease_since.is_none_or(|since| h.started_at_ms < since) {
+        mark_interrupted(h);
+    }
+}
+
+/// Since when (ms since the epoch) a live process holds the store's lease.
+fn leased_since(state: &State) -> Option<u64> {
+    crate::store::lease::held_since(state.store.path()).map(|t| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    })
+}
+
 /// A store call on the blocking pool (rusqlite blocks).
 async fn read<T: Send + 'static>(
     state: &Arc<State>,
@@ -373,10 +391,15 @@ async fn api(
                 })
                 .await?
             };
+            let since = leased_since(state);
             // Headers that no longer read as one are left out (tolerant reads).
             let traces = headers
                 .into_iter()
                 .filter_map(|v: Value| serde_json::from_value(v).ok())
+                .map(|mut h| {
+                    settle(since, &mut h);
+                    h
+                })
                 .collect();
             Ok(json_reply(
                 StatusCode::OK,
@@ -393,7 +416,10 @@ async fn api(
                 read(state, move |s| s.get_trace(&id)).await?
             };
             match body.map(from_stored) {
-                Some(Ok(t)) => Ok(json_reply(StatusCode::OK, &t)),
+                Some(Ok(mut t)) => {
+                    settle(leased_since(state), &mut t.trace);
+                    Ok(json_reply(StatusCode::OK, &t))
+                }
                 Some(Err(e)) => Err(Failure(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     format!("trace {id} is stored but cannot be read: {e}"),

@@ -24,18 +24,24 @@ pub struct RecordSummary {
     pub trace_count: u64,
 }
 
-/// `query` as a LIKE pattern: a substring match with `%`, `_` and `\` taken literally.
-fn like_pattern(query: &str) -> String {
-    let mut p = String::with_capacity(query.len() + 2);
-    p.push('%');
-    for c in query.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            p.push('\\');
-        }
-        p.push(c);
-    }
-    p.push('%');
-    p
+/// Whether `text` contains `needle` (already lowercased), ignoring case in any script.
+fn contains_folded(text: &str, needle: &str) -> bool {
+    text.to_lowercase().contains(needle)
+}
+
+/// `text_contains(text, needle)` for the search: SQLite's own LIKE folds ASCII only.
+fn register_search(conn: &Connection) -> rusqlite::Result<()> {
+    use rusqlite::functions::FunctionFlags;
+    conn.create_scalar_function(
+        "text_contains",
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx| {
+            let text = ctx.get::<Option<String>>(0)?;
+            let needle = ctx.get::<String>(1)?;
+            Ok(text.is_some_and(|t| contains_folded(&t, &needle)))
+        },
+    )
 }
 
 fn title_of(label: Option<&str>, first_user: Option<String>, record_id: &str) -> String {
@@ -52,16 +58,18 @@ fn title_of(label: Option<&str>, first_user: Option<String>, record_id: &str) ->
     format!("{cut}…")
 }
 
-/// Records whose id, label or any stored message text contains `query` (ASCII
-/// case-insensitively, SQLite's LIKE), newest activity first; returns the page and whether
-/// more follow it.
+/// Records whose id, label or any stored message text contains `query` (ignoring case),
+/// newest activity first; returns the page and whether more follow it. Message text is
+/// the `content` (or a part's `text`) of every stored message, seeds included, never the
+/// JSON around it.
 pub fn records(
     conn: &Connection,
     query: Option<&str>,
     limit: usize,
     offset: usize,
 ) -> Result<(Vec<RecordSummary>, bool), StoreError> {
-    let pattern = query.filter(|q| !q.is_empty()).map(like_pattern);
+    let needle = query.filter(|q| !q.is_empty()).map(str::to_lowercase);
+    register_search(conn)?;
     let mut q = conn.prepare(
         "SELECT r.record_id, r.label, r.source_record_id, r.source_until_seq, r.created_at, \
            (SELECT max(e.created_at) FROM entries e WHERE e.record_id = r.record_id) AS updated, \
@@ -70,16 +78,17 @@ pub fn records(
            (SELECT json_extract(e.body, '$.message.content') FROM entries e \
               WHERE e.record_id = r.record_id AND e.kind = 'user' ORDER BY e.seq LIMIT 1) \
          FROM records r \
-         WHERE ?1 IS NULL OR r.record_id LIKE ?1 ESCAPE '\\' OR r.label LIKE ?1 ESCAPE '\\' \
-           OR EXISTS (SELECT 1 FROM entries e WHERE e.record_id = r.record_id \
-                      AND e.body LIKE ?1 ESCAPE '\\') \
+         WHERE ?1 IS NULL OR text_contains(r.record_id, ?1) OR text_contains(r.label, ?1) \
+           OR EXISTS (SELECT 1 FROM entries e, json_tree(e.body) t \
+                      WHERE e.record_id = r.record_id AND t.key IN ('content', 'text') \
+                        AND t.type = 'text' AND text_contains(t.atom, ?1)) \
          ORDER BY coalesce(updated, r.created_at) DESC, r.record_id \
          LIMIT ?2 OFFSET ?3",
     )?;
     let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
     // One more than asked: tells whether another page follows.
     let rows = q.query_map(
-        params![pattern, as_i64(limit.saturating_add(1)), as_i64(offset)],
+        params![needle, as_i64(limit.saturating_add(1)), as_i64(offset)],
         |r| {
             let record_id: String = r.get(0)?;
             let label: Option<String> = r.get(1)?;
@@ -116,8 +125,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn search_text_is_taken_literally() {
-        assert_eq!(like_pattern("50%_a\\b"), "%50\\%\\_a\\\\b%");
+    fn search_folds_case_in_any_script() {
+        assert!(contains_folded("Ask Émilie ÅNGSTRÖM", "émilie ångström"));
+        assert!(contains_folded("50%_a\\b", "%_a\\"));
+        assert!(!contains_folded("abc", "abd"));
     }
 
     #[test]

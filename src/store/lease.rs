@@ -21,6 +21,21 @@ pub fn lock_path(db: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Since when a live process holds the lease on `db` (when it wrote its pid), or `None` when
+/// nobody does. Probes with a shared lock released at once, so it never holds a starting
+/// sidecar back; for readers that must tell a live writer's rows from a dead one's.
+pub fn held_since(db: &Path) -> Option<std::time::SystemTime> {
+    let file = File::open(lock_path(db)).ok()?;
+    // SAFETY: flock on a descriptor we own; no memory is involved.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+    if rc == 0 {
+        // SAFETY: as above; releases the probe's own lock.
+        unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+        return None;
+    }
+    file.metadata().and_then(|m| m.modified()).ok()
+}
+
 pub fn acquire(db: &Path) -> Result<Lease, StoreError> {
     let path = lock_path(db);
     let open_err = |e: std::io::Error| StoreError::Open {

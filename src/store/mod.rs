@@ -278,7 +278,8 @@ impl Store {
                         trace_id,
                         seq,
                         body,
-                    } => traces::put_span(tx, trace_id, *seq, body)?,
+                        header,
+                    } => traces::put_span(tx, trace_id, *seq, body, header)?,
                     TraceWrite::Finish { row, prune } => {
                         let bytes = traces::put(tx, row)?;
                         let pruned = match prune {

@@ -26,11 +26,14 @@ pub struct TraceRow {
 pub enum TraceWrite {
     /// A trace starts: its header row, status `running`.
     Begin(TraceRow),
-    /// A span of a running trace finished (`seq`: its index; `body`: the span as JSON).
+    /// A span of a running trace finished (`seq`: its index; `body`: the span as JSON;
+    /// `header`: the trace's running body as it is now, `{trace, spans: [], events: []}`,
+    /// so counts and tokens read current).
     Span {
         trace_id: String,
         seq: usize,
         body: String,
+        header: String,
     },
     /// The trace finished: its whole body, with retention (`older_than`, `keep`) applied in
     /// the same transaction when given.
@@ -65,15 +68,20 @@ pub fn begin(tx: &Transaction<'_>, t: &TraceRow) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// One finished span of a running trace (`seq` is its index in the trace). Written only
-/// while the trace's row is still running: a span that arrives after the finished body is
-/// already in it.
+/// One finished span of a running trace (`seq` is its index in the trace) and the trace's
+/// running body (`header`). Written only while the trace's row is still running: a span that
+/// arrives after the finished body is already in it.
 pub fn put_span(
     tx: &Transaction<'_>,
     trace_id: &str,
     seq: usize,
     body: &str,
+    header: &str,
 ) -> Result<(), StoreError> {
+    tx.execute(
+        "UPDATE traces SET body = ?2 WHERE trace_id = ?1 AND status = 'running'",
+        params![trace_id, header],
+    )?;
     tx.execute(
         "INSERT OR REPLACE INTO trace_spans (trace_id, seq, body) \
          SELECT ?1, ?2, ?3 WHERE EXISTS \
@@ -128,6 +136,8 @@ pub fn get(conn: &Connection, trace_id: &str) -> Result<Option<Value>, StoreErro
             .query_map([trace_id], |r| r.get::<_, String>(0))?
             .filter_map(|b| b.ok().and_then(|b| serde_json::from_str(&b).ok()))
             .collect();
+        // The stored header is the one written at the start: count what is there now.
+        body["trace"]["spanCount"] = spans.len().into();
         body["spans"] = Value::Array(spans);
     }
     Ok(Some(body))
@@ -151,7 +161,18 @@ pub fn for_record(
     for row in rows {
         let (id, body) = row?;
         match serde_json::from_str::<Value>(&body) {
-            Ok(v) => out.push(v),
+            Ok(mut v) => {
+                // A running trace's header is the one written at its start (as `get`).
+                if v["status"] == "running" {
+                    let n: i64 = conn.query_row(
+                        "SELECT count(*) FROM trace_spans WHERE trace_id = ?1",
+                        [&id],
+                        |r| r.get(0),
+                    )?;
+                    v["spanCount"] = n.into();
+                }
+                out.push(v)
+            }
             Err(e) => tracing::warn!("trace {id}: skipping corrupt stored trace: {e}"),
         }
     }
@@ -212,6 +233,12 @@ mod tests {
         }
     }
 
+    fn running_body(id: &str, tokens: u64) -> String {
+        serde_json::json!({"trace": {"traceId": id, "status": "running", "totalTokens": tokens},
+            "spans": [], "events": []})
+        .to_string()
+    }
+
     #[test]
     fn a_running_trace_reads_with_its_finished_spans_until_the_whole_trace_replaces_them() {
         let mut conn = Connection::open_in_memory().unwrap();
@@ -219,11 +246,29 @@ mod tests {
         let tx = conn.transaction().unwrap();
         begin(&tx, &with_body("t", "running")).unwrap();
         // Out of order on purpose: reads come back by seq (10 after 9, not after 1).
-        put_span(&tx, "t", 10, r#"{"spanId": "span_0011"}"#).unwrap();
-        put_span(&tx, "t", 9, r#"{"spanId": "span_0010"}"#).unwrap();
+        put_span(
+            &tx,
+            "t",
+            10,
+            r#"{"spanId": "span_0011"}"#,
+            &running_body("t", 7),
+        )
+        .unwrap();
+        put_span(
+            &tx,
+            "t",
+            9,
+            r#"{"spanId": "span_0010"}"#,
+            &running_body("t", 5),
+        )
+        .unwrap();
         let got = get(&tx, "t").unwrap().unwrap();
         assert_eq!(got["spans"][0]["spanId"], "span_0010");
         assert_eq!(got["spans"][1]["spanId"], "span_0011");
+        // The header is the last one written, its span count what is stored.
+        assert_eq!(got["trace"]["totalTokens"], 5);
+        assert_eq!(got["trace"]["spanCount"], 2);
+        assert_eq!(for_record(&tx, "r", 10).unwrap()[0]["spanCount"], 2);
         // A second begin (never expected) does not reset it.
         begin(&tx, &with_body("t", "running")).unwrap();
         assert_eq!(
@@ -239,12 +284,13 @@ mod tests {
         put(&tx, &done).unwrap();
         let got = get(&tx, "t").unwrap().unwrap();
         assert_eq!(got["spans"], serde_json::json!([{"spanId": "span_0001"}]));
+        assert_eq!(got["trace"]["status"], "completed");
         let left: i64 = tx
             .query_row("SELECT count(*) FROM trace_spans", [], |r| r.get(0))
             .unwrap();
         assert_eq!(left, 0);
         // A span that arrives after the finish is already in the body: not stored.
-        put_span(&tx, "t", 3, "{}").unwrap();
+        put_span(&tx, "t", 3, "{}", &running_body("t", 9)).unwrap();
         let left: i64 = tx
             .query_row("SELECT count(*) FROM trace_spans", [], |r| r.get(0))
             .unwrap();
@@ -258,7 +304,7 @@ mod tests {
         crate::store::schema::ensure(&mut conn).unwrap();
         let tx = conn.transaction().unwrap();
         begin(&tx, &with_body("t", "running")).unwrap();
-        put_span(&tx, "t", 0, "{}").unwrap();
+        put_span(&tx, "t", 0, "{}", &running_body("t", 1)).unwrap();
         assert_eq!(prune(&tx, "2026-12-01T00:00:00.000Z", 10).unwrap(), 1);
         let left: i64 = tx
             .query_row("SELECT count(*) FROM trace_spans", [], |r| r.get(0))

@@ -25,6 +25,7 @@ mod headless_run;
 mod history_cache;
 mod host_fs;
 mod host_tools;
+mod inspect;
 mod interaction;
 mod lifecycle;
 mod llm_provider;

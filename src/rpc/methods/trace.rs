@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::agent::trace::from_stored;
+use crate::agent::trace::{from_stored, mark_interrupted};
 use crate::app::App;
 use crate::otlp;
 use crate::protocol::session::{
@@ -62,12 +62,7 @@ pub async fn fetch(app: Arc<App>, p: TraceFetchParams) -> Result<TraceFetchResul
         Some(mut d) => {
             // Running traces are always kept in memory: a stored one that is still running
             // belongs to a process that ended mid-turn. Its finished spans are all there.
-            if d.trace.status == "running" {
-                d.trace.status = "interrupted".into();
-                d.trace.had_error = true;
-                d.trace.error_message =
-                    Some("the process ended before this stream finished".into());
-            }
+            mark_interrupted(&mut d.trace);
             Ok(d)
         }
         None => Err(RpcError::new(
