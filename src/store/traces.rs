@@ -43,29 +43,32 @@ pub enum TraceWrite {
     },
 }
 
+/// Writes the trace's row: `INSERT OR <conflict>` (`REPLACE` or `IGNORE`). Returns the
+/// body's size.
+fn insert(tx: &Transaction<'_>, t: &TraceRow, conflict: &str) -> Result<usize, StoreError> {
+    let body = serde_json::to_string(&t.body)?;
+    tx.execute(
+        &format!(
+            "INSERT OR {conflict} INTO traces (trace_id, record_id, status, created_at, body) \
+             VALUES (?1, ?2, ?3, ?4, ?5)"
+        ),
+        params![t.trace_id, t.record_id, t.status, t.created_at, body],
+    )?;
+    Ok(body.len())
+}
+
 /// Inserts the trace, replacing a running row of the same id and dropping the span rows it
 /// had (the body carries them all now). Returns the body's size.
 pub fn put(tx: &Transaction<'_>, t: &TraceRow) -> Result<usize, StoreError> {
-    let body = serde_json::to_string(&t.body)?;
-    tx.execute(
-        "INSERT OR REPLACE INTO traces (trace_id, record_id, status, created_at, body) \
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![t.trace_id, t.record_id, t.status, t.created_at, body],
-    )?;
+    let n = insert(tx, t, "REPLACE")?;
     tx.execute("DELETE FROM trace_spans WHERE trace_id = ?1", [&t.trace_id])?;
-    Ok(body.len())
+    Ok(n)
 }
 
 /// A running trace's first row (its header, no spans yet); ignored when the trace is
 /// already stored.
 pub fn begin(tx: &Transaction<'_>, t: &TraceRow) -> Result<(), StoreError> {
-    let body = serde_json::to_string(&t.body)?;
-    tx.execute(
-        "INSERT OR IGNORE INTO traces (trace_id, record_id, status, created_at, body) \
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![t.trace_id, t.record_id, t.status, t.created_at, body],
-    )?;
-    Ok(())
+    insert(tx, t, "IGNORE").map(|_| ())
 }
 
 /// One finished span of a running trace (`seq` is its index in the trace) and the trace's

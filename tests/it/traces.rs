@@ -158,8 +158,25 @@ fn finished_spans_survive_a_sigkill_mid_turn() {
         .map(|x| x["name"].as_str().unwrap().to_string())
         .collect();
     assert!(done_before.len() >= 2, "{live}");
-    // The span writes are queued to the store's writer; give them a moment to commit.
-    std::thread::sleep(Duration::from_millis(300));
+    // The span writes go through the store's writer thread: wait until they are committed
+    // (read beside the live sidecar, as `outrigger inspect` does).
+    let stored = || -> usize {
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY;
+        let Ok(c) = rusqlite::Connection::open_with_flags(&db, flags) else {
+            return 0;
+        };
+        c.query_row(
+            "SELECT count(*) FROM trace_spans WHERE trace_id = ?1",
+            [trace_id.as_str().unwrap()],
+            |r| r.get::<_, i64>(0),
+        )
+        .map_or(0, |n| n as usize)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while stored() < done_before.len() {
+        assert!(std::time::Instant::now() < deadline, "spans never stored");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     crate::common::sigkill(&mut s);
     drop(s);
 
