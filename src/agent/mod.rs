@@ -25,6 +25,7 @@ pub mod seed;
 pub mod stream;
 pub mod subagent;
 pub mod trace;
+mod trace_writer;
 pub mod transcripts;
 
 use std::sync::Arc;

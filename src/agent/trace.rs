@@ -1,16 +1,18 @@
 //! Per-stream traces (`trace.fetch`): one `llm.request` span per provider request, one span
 //! per tool execution, and one event per loop event. Kept in memory, newest `MAX_TRACES`;
-//! also written to the store as they go (`Writer`): the header when the stream starts, each
-//! span as it finishes (a crash keeps them), the whole trace when it finishes. The store
+//! also written to the store as they go (`trace_writer`): the header when the stream starts,
+//! each span as it finishes (a crash keeps them), the whole trace when it finishes. The store
 //! answers `trace.fetch` once the memory copy is gone (evicted, or the process restarted).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, OnceLock, mpsc};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
 
 use crate::clock::{iso8601_ms, now_ms};
 use crate::store::{Store, TraceRow, TraceWrite};
+
+pub use super::trace_writer::{Finished, Writer};
 
 /// Traces kept in memory; the oldest finished one is dropped beyond this.
 pub const MAX_TRACES: usize = 256;
@@ -54,91 +56,6 @@ pub struct Trace {
     pub id: String,
     /// Where finished spans go as they finish (`None`: kept in memory only).
     writer: Option<Arc<Writer>>,
-}
-
-/// What the writer answers for a finished trace: the stored body's size and how many traces
-/// retention removed.
-pub type Finished = Result<(usize, usize), String>;
-
-struct Job {
-    write: TraceWrite,
-    done: Option<tokio::sync::oneshot::Sender<Finished>>,
-}
-
-/// Trace writes to the store in the order they happen, off the turn's path: one thread,
-/// started on first use, that commits whatever queued up meanwhile in one transaction. A
-/// failed write costs only the trace's durability.
-pub struct Writer {
-    store: Arc<Store>,
-    queue: OnceLock<Mutex<mpsc::Sender<Job>>>,
-}
-
-/// Jobs committed in one transaction at most.
-const BATCH: usize = 256;
-
-impl Writer {
-    pub fn new(store: Arc<Store>) -> Writer {
-        Writer {
-            store,
-            queue: OnceLock::new(),
-        }
-    }
-
-    fn send(&self, job: Job) {
-        let queue = self.queue.get_or_init(|| {
-            let (tx, rx) = mpsc::channel::<Job>();
-            let store = self.store.clone();
-            let spawned = std::thread::Builder::new()
-                .name("outrigger-traces".into())
-                .spawn(move || write_loop(&store, &rx));
-            if let Err(e) = spawned {
-                tracing::warn!("traces will not be stored: cannot start their writer: {e}");
-            }
-            Mutex::new(tx)
-        });
-        let sent = queue.lock().unwrap_or_else(|e| e.into_inner()).send(job);
-        if let Err(mpsc::SendError(job)) = sent
-            && let Some(done) = job.done
-        {
-            let _ = done.send(Err("the trace writer is not running".into()));
-        }
-    }
-
-    /// Queues `write`; for a `Finish`, answers once it is committed.
-    async fn finish(&self, write: TraceWrite) -> Finished {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.send(Job {
-            write,
-            done: Some(tx),
-        });
-        rx.await
-            .unwrap_or_else(|_| Err("the trace writer stopped".into()))
-    }
-}
-
-fn write_loop(store: &Store, rx: &mpsc::Receiver<Job>) {
-    while let Ok(first) = rx.recv() {
-        let mut jobs = vec![first];
-        while jobs.len() < BATCH {
-            match rx.try_recv() {
-                Ok(j) => jobs.push(j),
-                Err(_) => break,
-            }
-        }
-        let batch: Vec<TraceWrite> = jobs.iter().map(|j| j.write.clone()).collect();
-        let written = store.write_traces(&batch);
-        if let Err(e) = &written {
-            tracing::warn!("cannot store {} trace write(s): {e}", batch.len());
-        }
-        let mut results = written.map(Vec::into_iter).map_err(|e| e.to_string());
-        for done in jobs.into_iter().filter_map(|j| j.done) {
-            let r = match &mut results {
-                Ok(it) => it.next().ok_or_else(|| "no result".to_string()),
-                Err(e) => Err(e.clone()),
-            };
-            let _ = done.send(r);
-        }
-    }
 }
 
 fn clip(v: Value) -> Value {
@@ -213,14 +130,11 @@ impl Trace {
             span.zip(header)
         };
         if let (Some(w), Some((Ok(body), header))) = (&self.writer, finished) {
-            w.send(Job {
-                write: TraceWrite::Span {
-                    trace_id: self.id.clone(),
-                    seq: idx,
-                    body,
-                    header,
-                },
-                done: None,
+            w.queue(TraceWrite::Span {
+                trace_id: self.id.clone(),
+                seq: idx,
+                body,
+                header: Some(header),
             });
         }
     }
@@ -383,10 +297,7 @@ impl Traces {
             writer: self.writer.clone(),
         };
         if let Some(w) = &self.writer {
-            w.send(Job {
-                write: TraceWrite::Begin(t.to_row(record_id)),
-                done: None,
-            });
+            w.queue(TraceWrite::Begin(t.to_row(record_id)));
         }
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.0.insert(id.clone(), t.clone());

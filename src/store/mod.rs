@@ -279,7 +279,7 @@ impl Store {
                         seq,
                         body,
                         header,
-                    } => traces::put_span(tx, trace_id, *seq, body, header)?,
+                    } => traces::put_span(tx, trace_id, *seq, body, header.as_deref())?,
                     TraceWrite::Finish { row, prune } => {
                         let bytes = traces::put(tx, row)?;
                         let pruned = match prune {

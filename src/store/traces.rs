@@ -33,7 +33,7 @@ pub enum TraceWrite {
         trace_id: String,
         seq: usize,
         body: String,
-        header: String,
+        header: Option<String>,
     },
     /// The trace finished: its whole body, with retention (`older_than`, `keep`) applied in
     /// the same transaction when given.
@@ -79,12 +79,14 @@ pub fn put_span(
     trace_id: &str,
     seq: usize,
     body: &str,
-    header: &str,
+    header: Option<&str>,
 ) -> Result<(), StoreError> {
-    tx.execute(
-        "UPDATE traces SET body = ?2 WHERE trace_id = ?1 AND status = 'running'",
-        params![trace_id, header],
-    )?;
+    if let Some(header) = header {
+        tx.execute(
+            "UPDATE traces SET body = ?2 WHERE trace_id = ?1 AND status = 'running'",
+            params![trace_id, header],
+        )?;
+    }
     tx.execute(
         "INSERT OR REPLACE INTO trace_spans (trace_id, seq, body) \
          SELECT ?1, ?2, ?3 WHERE EXISTS \
@@ -254,7 +256,7 @@ mod tests {
             "t",
             10,
             r#"{"spanId": "span_0011"}"#,
-            &running_body("t", 7),
+            Some(&running_body("t", 7)),
         )
         .unwrap();
         put_span(
@@ -262,7 +264,7 @@ mod tests {
             "t",
             9,
             r#"{"spanId": "span_0010"}"#,
-            &running_body("t", 5),
+            Some(&running_body("t", 5)),
         )
         .unwrap();
         let got = get(&tx, "t").unwrap().unwrap();
@@ -293,7 +295,7 @@ mod tests {
             .unwrap();
         assert_eq!(left, 0);
         // A span that arrives after the finish is already in the body: not stored.
-        put_span(&tx, "t", 3, "{}", &running_body("t", 9)).unwrap();
+        put_span(&tx, "t", 3, "{}", Some(&running_body("t", 9))).unwrap();
         let left: i64 = tx
             .query_row("SELECT count(*) FROM trace_spans", [], |r| r.get(0))
             .unwrap();
@@ -307,7 +309,7 @@ mod tests {
         crate::store::schema::ensure(&mut conn).unwrap();
         let tx = conn.transaction().unwrap();
         begin(&tx, &with_body("t", "running")).unwrap();
-        put_span(&tx, "t", 0, "{}", &running_body("t", 1)).unwrap();
+        put_span(&tx, "t", 0, "{}", Some(&running_body("t", 1))).unwrap();
         assert_eq!(prune(&tx, "2026-12-01T00:00:00.000Z", 10).unwrap(), 1);
         let left: i64 = tx
             .query_row("SELECT count(*) FROM trace_spans", [], |r| r.get(0))

@@ -1,0 +1,215 @@
+//! Trace writes to the store, in the order they happen and off the turn's path. A trace's
+//! start and its finished spans are queued and committed together at most `FLUSH_DELAY`
+//! later, in one transaction on the blocking pool; a finished trace is committed at once
+//! (its `stream.done` waits for it) with everything queued before it. A short turn thus
+//! costs one commit for its whole trace, and a crash loses at most the spans of the last
+//! `FLUSH_DELAY`. A failed write costs only the trace's durability.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::store::{Store, TraceWrite};
+
+/// How long a started trace or a finished span may wait to be committed.
+pub const FLUSH_DELAY: Duration = Duration::from_millis(20);
+
+/// What the writer answers for a finished trace: the stored body's size and how many traces
+/// retention removed.
+pub type Finished = Result<(usize, usize), String>;
+
+struct Job {
+    write: TraceWrite,
+    done: Option<tokio::sync::oneshot::Sender<Finished>>,
+}
+
+pub struct Writer {
+    store: Arc<Store>,
+    queue: Mutex<Vec<Job>>,
+    /// A delayed flush is on its way.
+    scheduled: AtomicBool,
+    /// Held while a batch is taken and committed, so batches commit in queue order.
+    commit: Mutex<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Writer {
+    pub fn new(store: Arc<Store>) -> Writer {
+        Writer {
+            store,
+            queue: Mutex::new(Vec::new()),
+            scheduled: AtomicBool::new(false),
+            commit: Mutex::new(()),
+        }
+    }
+
+    /// Queues a trace's start or a finished span, committed within `FLUSH_DELAY`.
+    pub fn queue(self: &Arc<Self>, write: TraceWrite) {
+        lock(&self.queue).push(Job { write, done: None });
+        if !self.scheduled.swap(true, Ordering::AcqRel) {
+            self.flush_after(FLUSH_DELAY);
+        }
+    }
+
+    /// Commits `write` (a finished trace) with everything queued before it; answers once
+    /// it is committed.
+    pub async fn finish(self: &Arc<Self>, write: TraceWrite) -> Finished {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        lock(&self.queue).push(Job {
+            write,
+            done: Some(tx),
+        });
+        self.flush_after(Duration::ZERO);
+        rx.await
+            .unwrap_or_else(|_| Err("the trace writer stopped".into()))
+    }
+
+    fn flush_after(self: &Arc<Self>, delay: Duration) {
+        let me = self.clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
+                    let _ = tokio::task::spawn_blocking(move || me.flush()).await;
+                });
+            }
+            // Outside a runtime (unit tests): now, on this thread.
+            Err(_) => me.flush(),
+        }
+    }
+
+    fn flush(&self) {
+        let _order = lock(&self.commit);
+        // Cleared before taking the batch: a job queued after this schedules its own flush.
+        self.scheduled.store(false, Ordering::Release);
+        let jobs = std::mem::take(&mut *lock(&self.queue));
+        if jobs.is_empty() {
+            return;
+        }
+        let batch = coalesce(jobs.iter().map(|j| &j.write));
+        let written = self.store.write_traces(&batch);
+        if let Err(e) = &written {
+            tracing::warn!("cannot store {} trace write(s): {e}", batch.len());
+        }
+        let mut results = written.map(Vec::into_iter).map_err(|e| e.to_string());
+        for done in jobs.into_iter().filter_map(|j| j.done) {
+            let r = match &mut results {
+                Ok(it) => it.next().ok_or_else(|| "no result".to_string()),
+                Err(e) => Err(e.clone()),
+            };
+            let _ = done.send(r);
+        }
+    }
+}
+
+/// The writes a batch needs: none for a trace that also finishes in it (its whole body
+/// replaces them), and one running header per trace (the newest).
+fn coalesce<'a>(writes: impl Iterator<Item = &'a TraceWrite>) -> Vec<TraceWrite> {
+    let writes: Vec<&TraceWrite> = writes.collect();
+    let finished: HashSet<&str> = writes
+        .iter()
+        .filter_map(|w| match w {
+            TraceWrite::Finish { row, .. } => Some(row.trace_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut last_span: HashMap<&str, usize> = HashMap::new();
+    for (i, w) in writes.iter().enumerate() {
+        if let TraceWrite::Span { trace_id, .. } = w {
+            last_span.insert(trace_id.as_str(), i);
+        }
+    }
+    writes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, w)| match w {
+            TraceWrite::Begin(row) if finished.contains(row.trace_id.as_str()) => None,
+            TraceWrite::Span { trace_id, .. } if finished.contains(trace_id.as_str()) => None,
+            TraceWrite::Span {
+                trace_id,
+                seq,
+                body,
+                header,
+            } => Some(TraceWrite::Span {
+                trace_id: trace_id.clone(),
+                seq: *seq,
+                body: body.clone(),
+                header: if last_span.get(trace_id.as_str()) == Some(&i) {
+                    header.clone()
+                } else {
+                    None
+                },
+            }),
+            other => Some((*other).clone()),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::TraceRow;
+
+    fn row(id: &str) -> TraceRow {
+        TraceRow {
+            trace_id: id.into(),
+            record_id: "r".into(),
+            status: "running".into(),
+            created_at: "2026-12-02T00:00:00.000Z".into(),
+            body: serde_json::json!({}),
+        }
+    }
+
+    fn span(id: &str, seq: usize) -> TraceWrite {
+        TraceWrite::Span {
+            trace_id: id.into(),
+            seq,
+            body: "{}".into(),
+            header: Some(format!("h{seq}")),
+        }
+    }
+
+    #[test]
+    fn a_batch_keeps_only_what_its_finished_traces_do_not_replace() {
+        let writes = [
+            TraceWrite::Begin(row("a")),
+            TraceWrite::Begin(row("b")),
+            span("a", 0),
+            span("b", 0),
+            span("b", 1),
+            TraceWrite::Finish {
+                row: row("a"),
+                prune: None,
+            },
+        ];
+        let out = coalesce(writes.iter());
+        let shape: Vec<String> = out
+            .iter()
+            .map(|w| match w {
+                TraceWrite::Begin(r) => format!("begin {}", r.trace_id),
+                TraceWrite::Span {
+                    trace_id,
+                    seq,
+                    header,
+                    ..
+                } => format!("span {trace_id} {seq} {header:?}"),
+                TraceWrite::Finish { row, .. } => format!("finish {}", row.trace_id),
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                "begin b",
+                "span b 0 None",
+                "span b 1 Some(\"h1\")",
+                "finish a"
+            ]
+        );
+    }
+}
