@@ -124,10 +124,41 @@ fn same(a: &Message, b: &Message) -> bool {
     a.role == b.role && a.content == b.content && a.tool_call_id == b.tool_call_id
 }
 
+/// Where the host's new messages start when `host` extends `base`: exactly (every message
+/// the same), or by the host-visible view (user/system exact, assistant text by prefix, tool
+/// results and empty assistant messages not compared).
+fn delta_start(base: &[Message], host: &[Message]) -> Option<usize> {
+    if host.len() >= base.len() && base.iter().zip(host).all(|(a, b)| same(a, b)) {
+        return Some(base.len());
+    }
+    let visible: Vec<&Message> = base
+        .iter()
+        .filter(|m| match m.role {
+            Role::System | Role::User => true,
+            Role::Assistant => !m.content.is_empty(),
+            Role::Tool => false,
+        })
+        .collect();
+    let matches = host.len() >= visible.len()
+        && visible.iter().zip(host).all(|(a, b)| {
+            a.role == b.role
+                && match a.role {
+                    Role::Assistant => {
+                        a.content.starts_with(&b.content) || b.content.starts_with(&a.content)
+                    }
+                    _ => a.content == b.content,
+                }
+        });
+    matches.then_some(visible.len())
+}
+
 /// Host-history reconciliation. `host` is what the host sent (system prompt included).
-/// Exact extension of the record → the delta is appended; a match of the host-visible view
-/// (user/system exact, assistant by prefix) → delta; otherwise a `host_revision` boundary
-/// and a re-seed with the host's messages.
+/// An extension of the record's transcript (exact, or by the host-visible view) → the delta
+/// is appended. After a compaction the transcript holds a summary the host never saw, so a
+/// host re-sending its whole history is also matched against everything it has seen
+/// (`Store::host_history`): the delta goes after the compacted transcript, with no re-seed
+/// and no second compaction. Otherwise a `host_revision` boundary and a re-seed with the
+/// host's messages.
 pub async fn reconcile(
     store: &Arc<Store>,
     record: &str,
@@ -141,39 +172,16 @@ pub async fn reconcile(
             canonical: Some(0),
         });
     }
-    if host.len() >= mine.len() && mine.iter().zip(&host).all(|(a, b)| same(a, b)) {
-        let mut items = mine;
-        let n = items.len();
-        items.extend(host.into_iter().skip(n));
-        return Ok(Start {
-            items,
-            persisted: n,
-            canonical: Some(n),
-        });
+    let mut from = delta_start(&mine, &host);
+    if from.is_none() {
+        let rec = record.to_string();
+        let seen = persist::call(store, move |s| s.host_history(&rec)).await?;
+        from = delta_start(&messages_of(&seen), &host);
     }
-    let visible: Vec<&Message> = mine
-        .iter()
-        .filter(|m| match m.role {
-            Role::System | Role::User => true,
-            Role::Assistant => !m.content.is_empty(),
-            Role::Tool => false,
-        })
-        .collect();
-    let matches = host.len() >= visible.len()
-        && visible.iter().zip(&host).all(|(a, b)| {
-            a.role == b.role
-                && match a.role {
-                    Role::Assistant => {
-                        a.content.starts_with(&b.content) || b.content.starts_with(&a.content)
-                    }
-                    _ => a.content == b.content,
-                }
-        });
-    if matches {
-        let n = visible.len();
+    if let Some(k) = from {
         let persisted = mine.len();
         let mut items = mine;
-        items.extend(host.into_iter().skip(n));
+        items.extend(host.into_iter().skip(k));
         return Ok(Start {
             items,
             persisted,

@@ -460,6 +460,12 @@ impl Store {
         Ok(records::project(&self.entries(record_id)?))
     }
 
+    /// What the host has seen of the record: `records::host_history`, for reconciling a
+    /// host that re-sends its whole history after a compaction.
+    pub fn host_history(&self, record_id: &str) -> Result<Vec<Projected>, StoreError> {
+        Ok(records::host_history(&self.entries(record_id)?))
+    }
+
     // ---- branches ----
 
     /// Writes a new record whose only entry is a seed cut from `req.source`'s visible

@@ -399,6 +399,11 @@ fn parse_body(entry: &str, text: &str) -> Result<Value, String> {
 
 /// The visible transcript: the messages after the last boundary, seeds expanded.
 pub fn project(entries: &[Entry]) -> Vec<Projected> {
+    expand(entries)
+}
+
+/// The messages of `entries` in order, seeds expanded, restarting at each boundary.
+fn expand<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Vec<Projected> {
     let mut out = Vec::new();
     for e in entries {
         match e.entry.as_str() {
@@ -434,6 +439,31 @@ pub fn project(entries: &[Entry]) -> Vec<Projected> {
         }
     }
     out
+}
+
+/// Every message the host has seen, in order: the visible transcript as it would be had no
+/// compaction happened. A compaction boundary does not restart it (the host never saw the
+/// summary) and the seed that follows one (the compacted transcript) is left out; a
+/// `host_revision` restarts it with the host's own messages, as in `project`.
+pub fn host_history(entries: &[Entry]) -> Vec<Projected> {
+    let mut compacted = false;
+    let mut kept: Vec<&Entry> = Vec::new();
+    for e in entries {
+        match e.entry.as_str() {
+            "boundary" => {
+                if e.body.get("action").and_then(Value::as_str) == Some("host_revision") {
+                    kept.clear();
+                    compacted = false;
+                } else {
+                    compacted = true;
+                }
+            }
+            "seed" if compacted => compacted = false,
+            "item" | "seed" => kept.push(e),
+            _ => {}
+        }
+    }
+    expand(kept)
 }
 
 /// The highest seq written to a record, if any.

@@ -146,6 +146,33 @@ fn seeds_reserve_seqs_and_boundaries_cut_the_projection() {
         roles(&s.projection("f").unwrap()),
         vec![(7, "user".into()), (9, "user".into())]
     );
+    // What the host saw: the fork's seed and items, not the summary, then the new item.
+    assert_eq!(
+        roles(&s.host_history("f").unwrap()),
+        vec![
+            (0, "user".into()),
+            (0, "assistant".into()),
+            (0, "user".into()),
+            (4, "assistant".into()),
+            (9, "user".into())
+        ]
+    );
+    // A host revision restarts it with the host's messages.
+    let revision = Boundary {
+        action: BoundaryAction::HostRevision,
+        compaction_id: None,
+        ..b.clone()
+    };
+    s.append_boundary("f", &revision).unwrap();
+    let host_seed = Seed {
+        messages: vec![msg("user", "edited")],
+        ..reseed.clone()
+    };
+    let at = s.append_seed("f", &host_seed).unwrap();
+    assert_eq!(
+        roles(&s.host_history("f").unwrap()),
+        vec![(at, "user".into())]
+    );
     // The re-seed did not change provenance.
     assert_eq!(
         s.lineage("f")

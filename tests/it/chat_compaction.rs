@@ -148,3 +148,49 @@ fn oversized_tool_output_is_spilled_to_a_file() {
     assert!(content.contains("spilled to") && content.contains(&path));
     assert!(content.len() < 4000, "{}", content.len());
 }
+
+/// A host that re-sends its whole history every turn keeps doing so after the record was
+/// compacted: its messages are matched against everything it has seen, so the next turn
+/// appends only what is new to the compacted transcript. No re-seed, no second summary.
+#[test]
+fn a_host_resending_its_history_after_a_compaction_does_not_compact_again() {
+    let mut s = Sidecar::start();
+    let first = history(8, 300);
+    let script = json!([{"text": "SUMMARY OF EARLIER"}, {"text": "answered"}]);
+    let p = json!({"provider": "scripted", "model": "m", "script": script, "chatId": "chat_resend",
+        "maxContextTokens": 400, "messages": first});
+    let r = run(&mut s, p);
+    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    assert_eq!(r.notices("hook_action").len(), 1, "the first turn compacts");
+    let compacted = messages(&mut s, "chat_resend");
+    assert!(compacted.len() < 17, "{compacted:?}");
+
+    // The host's own view: everything it sent, the answer it was shown, a new question.
+    let mut again = history(8, 300);
+    again.push(json!({"role": "assistant", "content": "answered"}));
+    again.push(json!({"role": "user", "content": "and the next question"}));
+    let p = json!({"provider": "scripted", "model": "m", "script": [{"text": "second answer"}],
+        "chatId": "chat_resend", "maxContextTokens": 100000, "messages": again});
+    let r = run(&mut s, p);
+    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    assert!(r.notices("hook_action").is_empty(), "{:?}", r.frames);
+    let m = messages(&mut s, "chat_resend");
+    // The compacted transcript, then only the new question and the answer.
+    assert_eq!(m.len(), compacted.len() + 2, "{m:?}");
+    assert_eq!(m[..compacted.len()], compacted[..]);
+    assert_eq!(m[m.len() - 2]["content"], "and the next question");
+    assert_eq!(m[m.len() - 1]["content"], "second answer");
+
+    // A host that changed an old message still gets its history as sent (a re-seed).
+    let mut edited = again.clone();
+    edited[0] = json!({"role": "user", "content": "an edited first question"});
+    edited.push(json!({"role": "assistant", "content": "second answer"}));
+    edited.push(json!({"role": "user", "content": "third"}));
+    let p = json!({"provider": "scripted", "model": "m", "script": [{"text": "third answer"}],
+        "chatId": "chat_resend", "maxContextTokens": 100000, "messages": edited});
+    let r = run(&mut s, p);
+    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    let m = messages(&mut s, "chat_resend");
+    assert_eq!(m[0]["content"], "an edited first question");
+    assert_eq!(m.len(), edited.len() + 1, "{m:?}");
+}
