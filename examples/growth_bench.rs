@@ -961,8 +961,15 @@ fn main() {
         let (home, ws) = (tempdir(), tempdir());
         let (mut s, _) = Sidecar::spawn(&bin, home.path(), ws.path(), &[], "history");
         let mut results = Vec::new();
-        for n in [100usize, 6_000] {
-            let chat = format!("chat_hist_{n}");
+        // The third: a window the seed turn's history overflows, so it is compacted and
+        // every follow-up re-sends more than the record's (compacted) transcript holds.
+        for (n, window) in [
+            (100usize, 1_000_000u64),
+            (6_000, 1_000_000),
+            (6_000, 50_000),
+        ] {
+            let compacted = window < 1_000_000;
+            let chat = format!("chat_hist_{n}_{window}");
             // N - 1 messages ending with a user message; the seed turn's answer makes N.
             let mut conv: Vec<Value> = (0..n - 1)
                 .map(|i| {
@@ -976,7 +983,7 @@ fn main() {
             let params = |conv: &Vec<Value>, k: usize| {
                 with(
                     json!({"chatId": chat, "streamId": format!("str_hist_{n}_{k}"),
-                    "cwd": ws.path(), "maxContextTokens": 1_000_000, "messages": conv}),
+                    "cwd": ws.path(), "maxContextTokens": window, "messages": conv}),
                 )
             };
             let (c0, b0) = fake.snapshot();
@@ -1009,13 +1016,18 @@ fn main() {
                 .cloned()
                 .unwrap_or_default();
             let last_seq = msgs.last().and_then(|x| x["seq"].as_i64()).unwrap_or(-1);
-            if msgs.len() != conv.len() + 1 || last_seq > 2 * msgs.len() as i64 {
+            if !compacted && (msgs.len() != conv.len() + 1 || last_seq > 2 * msgs.len() as i64) {
                 println!(
                     "note: history N={n}: the record has {} messages, last seq {last_seq} (expected {} and no re-seed)",
                     msgs.len(),
                     conv.len() + 1
                 );
             }
+            let n = if compacted {
+                format!("{n} (window {window}, compacted)")
+            } else {
+                n.to_string()
+            };
             raw.push(format!(
                 "history N={n}: record after the follow-ups: {} messages, last seq {last_seq}",
                 msgs.len()
@@ -1032,7 +1044,7 @@ fn main() {
             results.push((median(&wall), median(&server)));
         }
         s.close();
-        let ((w100, s100), (w6k, s6k)) = (results[0], results[1]);
+        let ((w100, s100), (w6k, s6k), (wc, _)) = (results[0], results[1], results[2]);
         rows.push(row(
             "follow-up turn, 6,000 re-sent messages (request → stream.done, median of 7)",
             format!("{} (N = 100)", f_ms(w100)),
@@ -1045,6 +1057,13 @@ fn main() {
             f_ms(w100.saturating_sub(s100)),
             f_ms(w6k.saturating_sub(s6k)),
             diff_ms(w6k.saturating_sub(s6k), w100.saturating_sub(s100)),
+            "",
+        ));
+        rows.push(row(
+            "  same, the history compacted by the first turn (window 50,000 tokens)",
+            format!("{} (N = 6,000, not compacted)", f_ms(w6k)),
+            f_ms(wc),
+            diff_ms(wc, w6k),
             "",
         ));
     }

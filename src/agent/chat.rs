@@ -141,7 +141,10 @@ async fn starting_transcript(
     }
     host.extend(std::mem::take(&mut p.messages));
     let (mine, version) = transcript(agent, &record).await?.unwrap_or_default();
-    let start = seed::reconcile(store, &record, mine, host).await?;
+    let seen = agent
+        .transcripts
+        .take(&super::transcripts::seen_key(&record), version);
+    let start = seed::reconcile(store, &record, mine, host, seen).await?;
     Ok(Starting::at(record, start, version))
 }
 

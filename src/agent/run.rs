@@ -103,6 +103,8 @@ pub struct Turn {
     offered: Option<(u64, Arc<[Value]>)>,
     /// See `seed::Start::canonical`; `None` once the turn rewrites its items (compaction).
     pub(super) canonical: Option<usize>,
+    /// See `seed::Start::seen`.
+    seen: Option<Vec<Message>>,
     /// The record's version after the last commit (see `Store::record_version`).
     version: Option<i64>,
     /// This turn's sub-agents (`delegate_subagent`).
@@ -152,6 +154,7 @@ impl Turn {
             mut items,
             persisted,
             canonical,
+            seen,
         } = start;
         super::images::hydrate(&agent.images_dir(), &mut items, p.image_input);
         let kinds = items.iter().map(persist::kind_for).collect();
@@ -195,6 +198,7 @@ impl Turn {
             display: DisplayFilter::new(),
             offered: None,
             canonical,
+            seen,
             version,
             agent,
             p,
@@ -372,6 +376,11 @@ impl Turn {
         let mut items = std::mem::take(Arc::make_mut(&mut self.items));
         for m in items.iter_mut().skip(k) {
             *m = super::transcripts::canonical(m);
+        }
+        if let Some(mut seen) = self.seen.take() {
+            seen.extend(items.iter().skip(k).cloned());
+            let key = super::transcripts::seen_key(&self.record_id);
+            self.agent.transcripts.put(&key, version, seen);
         }
         self.agent.transcripts.put(&self.record_id, version, items);
     }

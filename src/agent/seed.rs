@@ -25,6 +25,10 @@ pub struct Start {
     /// holds items the record does not (a replaced system prompt, a synthetic close in the
     /// middle, a re-seed).
     pub canonical: Option<usize>,
+    /// What the host had seen of the record before this turn (`Store::host_history`), when
+    /// the transcript differs from it (after a compaction); kept with the transcript at the
+    /// end of the turn, so the next re-sent history is matched without reading the record.
+    pub seen: Option<Vec<Message>>,
 }
 
 impl Start {
@@ -34,6 +38,7 @@ impl Start {
             items,
             persisted,
             canonical: Some(persisted),
+            seen: None,
         }
     }
 }
@@ -117,6 +122,7 @@ pub fn resume(mut items: Vec<Message>, system_prompt: Option<&str>) -> Start {
         items,
         persisted,
         canonical,
+        seen: None,
     }
 }
 
@@ -164,29 +170,43 @@ pub async fn reconcile(
     record: &str,
     mine: Vec<Message>,
     host: Vec<Message>,
+    seen: Option<Vec<Message>>,
 ) -> Result<Start, StoreError> {
     if mine.is_empty() {
         return Ok(Start {
             items: host,
             persisted: 0,
             canonical: Some(0),
+            seen: None,
         });
     }
-    let mut from = delta_start(&mine, &host);
-    if from.is_none() {
-        let rec = record.to_string();
-        let seen = persist::call(store, move |s| s.host_history(&rec)).await?;
-        from = delta_start(&messages_of(&seen), &host);
+    let delta =
+        |from: usize, seen: Option<Vec<Message>>, mine: Vec<Message>, host: Vec<Message>| {
+            let persisted = mine.len();
+            let mut items = mine;
+            items.extend(host.into_iter().skip(from));
+            Start {
+                items,
+                persisted,
+                canonical: Some(persisted),
+                seen,
+            }
+        };
+    if let Some(k) = delta_start(&mine, &host) {
+        return Ok(delta(k, None, mine, host));
     }
-    if let Some(k) = from {
-        let persisted = mine.len();
-        let mut items = mine;
-        items.extend(host.into_iter().skip(k));
-        return Ok(Start {
-            items,
-            persisted,
-            canonical: Some(persisted),
-        });
+    // What the host has seen: kept by the last turn (`seen`, current for this version of
+    // the record), else read from the record.
+    let seen = match seen {
+        Some(s) => s,
+        None => {
+            let rec = record.to_string();
+            messages_of(&persist::call(store, move |s| s.host_history(&rec)).await?)
+        }
+    };
+    if let Some(k) = delta_start(&seen, &host) {
+        // The host's new messages join `seen` at the end of the turn, with the turn's items.
+        return Ok(delta(k, Some(seen), mine, host));
     }
     let rec = record.to_string();
     persist::call(store, move |s| {
@@ -210,6 +230,7 @@ pub async fn reconcile(
         items: host,
         persisted: n,
         canonical: None,
+        seen: None,
     })
 }
 

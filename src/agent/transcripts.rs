@@ -47,6 +47,12 @@ fn approx_bytes(m: &Message) -> usize {
         + calls
 }
 
+/// Where what the host has seen of `record` is kept (`seed::Start::seen`), beside its
+/// transcript and stamped with the same version.
+pub fn seen_key(record: &str) -> String {
+    format!("{record}\u{0}seen")
+}
+
 /// `m` as reading it back from the record gives it (the record keeps text content, no
 /// parts, no per-call decode errors).
 pub fn canonical(m: &Message) -> Message {

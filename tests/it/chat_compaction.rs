@@ -181,12 +181,24 @@ fn a_host_resending_its_history_after_a_compaction_does_not_compact_again() {
     assert_eq!(m[m.len() - 2]["content"], "and the next question");
     assert_eq!(m[m.len() - 1]["content"], "second answer");
 
+    // Again (what the host has seen is now kept in memory from the last turn).
+    again.push(json!({"role": "assistant", "content": "second answer"}));
+    again.push(json!({"role": "user", "content": "a third question"}));
+    let p = json!({"provider": "scripted", "model": "m", "script": [{"text": "third answer"}],
+        "chatId": "chat_resend", "maxContextTokens": 100000, "messages": again});
+    let r = run(&mut s, p);
+    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    assert!(r.notices("hook_action").is_empty(), "{:?}", r.frames);
+    let m = messages(&mut s, "chat_resend");
+    assert_eq!(m.len(), compacted.len() + 4, "{m:?}");
+    assert_eq!(m[m.len() - 2]["content"], "a third question");
+
     // A host that changed an old message still gets its history as sent (a re-seed).
     let mut edited = again.clone();
     edited[0] = json!({"role": "user", "content": "an edited first question"});
-    edited.push(json!({"role": "assistant", "content": "second answer"}));
+    edited.push(json!({"role": "assistant", "content": "third answer"}));
     edited.push(json!({"role": "user", "content": "third"}));
-    let p = json!({"provider": "scripted", "model": "m", "script": [{"text": "third answer"}],
+    let p = json!({"provider": "scripted", "model": "m", "script": [{"text": "fourth answer"}],
         "chatId": "chat_resend", "maxContextTokens": 100000, "messages": edited});
     let r = run(&mut s, p);
     assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
