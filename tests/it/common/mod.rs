@@ -127,12 +127,22 @@ impl Sidecar {
     /// Waits for a stderr line containing `needle`.
     pub fn stderr_line_matching(&self, needle: &str, within: Duration) -> String {
         let deadline = Instant::now() + within;
+        // The last lines seen, for the failure message (a sidecar that exits says why).
+        let mut seen: Vec<String> = Vec::new();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.stderr.recv_timeout(left) {
                 Ok(l) if l.contains(needle) => return l,
-                Ok(_) => continue,
-                Err(e) => panic!("no stderr line with {needle:?}: {e:?}"),
+                Ok(l) => {
+                    if seen.len() == 20 {
+                        seen.remove(0);
+                    }
+                    seen.push(l);
+                }
+                Err(e) => panic!(
+                    "no stderr line with {needle:?}: {e:?}; stderr ended with:\n{}",
+                    seen.join("\n")
+                ),
             }
         }
     }
