@@ -127,10 +127,8 @@ mod tests {
             .open(lock_path(db))
             .unwrap();
         // SAFETY: flock on a descriptor we own.
-        assert_eq!(
-            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
-            0
-        );
+        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(rc, 0);
         writeln!(f, "{}", dead_pid()).unwrap();
         f
     }
