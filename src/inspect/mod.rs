@@ -95,7 +95,7 @@ async fn serve(store: Store, port: u16) -> i32 {
     {
         use std::io::Write;
         // The URL alone on stdout, for a script or test to pick up.
-        let mut out = std::io::stdout().lock();
+        let mut out = std::io::stdout().lock(); // stdout-ok: `inspect` speaks no JSON-RPC; its one stdout line is the URL
         let _ = writeln!(out, "{url}").and_then(|()| out.flush());
     }
     let (Ok(mut int), Ok(mut term)) = (

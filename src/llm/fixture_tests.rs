@@ -8,43 +8,11 @@ use serde_json::{Value, json};
 
 use super::accumulate::{DecodeOptions, decode_parts};
 use super::compat;
+use super::test_events::{Summary, fixture, summarize};
 use super::types::{LlmError, LlmErrorKind, LlmEvent, Usage};
 
-fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sse")
-}
-
 fn load(name: &str) -> Vec<u8> {
-    std::fs::read(dir().join(format!("{name}.sse"))).unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
-#[derive(Debug, Default, PartialEq)]
-struct Summary {
-    content: String,
-    reasoning: String,
-    calls: Vec<(String, String, Value)>,
-    usage: Option<Usage>,
-    finish: Option<String>,
-    error: Option<LlmErrorKind>,
-}
-
-fn summarize(events: &[LlmEvent], err: &Option<LlmError>) -> Summary {
-    let mut s = Summary::default();
-    for e in events {
-        match e {
-            LlmEvent::Content { text } => s.content.push_str(text),
-            LlmEvent::Reasoning { text } => s.reasoning.push_str(text),
-            LlmEvent::ToolCall(c) => {
-                s.calls
-                    .push((c.id.clone(), c.name.clone(), c.arguments.clone()))
-            }
-            LlmEvent::Usage(u) => s.usage = Some(*u),
-            LlmEvent::Finish { reason } => s.finish = Some(reason.clone()),
-            LlmEvent::Retry { .. } | LlmEvent::Raw(_) | LlmEvent::State { .. } => {}
-        }
-    }
-    s.error = err.as_ref().map(LlmError::kind);
-    s
+    fixture("sse", name)
 }
 
 fn usage(prompt: u64, completion: u64, total: u64, cached: u64) -> Option<Usage> {
@@ -305,11 +273,12 @@ fn opts(url: &str, raw: bool) -> DecodeOptions {
 #[test]
 fn every_fixture_has_a_case_and_decodes_as_expected() {
     let cases = cases();
-    let mut on_disk: Vec<String> = std::fs::read_dir(dir())
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter_map(|n| n.strip_suffix(".sse").map(str::to_string))
-        .collect();
+    let mut on_disk: Vec<String> =
+        std::fs::read_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sse"))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter_map(|n| n.strip_suffix(".sse").map(str::to_string))
+            .collect();
     on_disk.sort();
     let mut named: Vec<String> = cases.iter().map(|c| c.0.to_string()).collect();
     named.sort();

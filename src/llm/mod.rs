@@ -22,6 +22,8 @@ pub mod responses;
 pub mod retry;
 pub mod scripted;
 pub mod sse;
+#[cfg(test)]
+mod test_events;
 pub mod types;
 
 use crate::strict::Invalid;

@@ -3,31 +3,10 @@
 use super::*;
 use serde_json::json;
 
+use crate::llm::test_events::{calls, text_of as text};
+
 fn run(body: &str) -> (Vec<LlmEvent>, Option<LlmError>) {
     decode_parts(&[body.as_bytes()], DecodeOptions::default())
-}
-
-fn text(events: &[LlmEvent]) -> (String, String) {
-    let mut c = String::new();
-    let mut r = String::new();
-    for e in events {
-        match e {
-            LlmEvent::Content { text } => c.push_str(text),
-            LlmEvent::Reasoning { text } => r.push_str(text),
-            _ => {}
-        }
-    }
-    (c, r)
-}
-
-fn calls(events: &[LlmEvent]) -> Vec<ToolCall> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            LlmEvent::ToolCall(c) => Some(c.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 #[test]

@@ -1,4 +1,3 @@
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,15 +9,13 @@ use super::super::types::{
     ToolCall, Usage,
 };
 use super::*;
-
-// ---------------------------------------------------------------- stream
+use crate::llm::test_events::{Summary, fixture, summarize};
 
 fn load(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/anthropic")
-        .join(format!("{name}.sse"));
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    fixture("anthropic", name)
 }
+
+// ---------------------------------------------------------------- stream
 
 const FIXTURES: &[&str] = &[
     "text_basic",
@@ -40,37 +37,6 @@ fn decode(parts: &[&[u8]], raw: bool) -> (Vec<LlmEvent>, Option<LlmError>) {
 fn whole(name: &str) -> (Vec<LlmEvent>, Option<LlmError>) {
     let b = load(name);
     decode(&[&b], false)
-}
-
-#[derive(Debug, Default, PartialEq)]
-struct Summary {
-    content: String,
-    reasoning: String,
-    calls: Vec<(String, String, Value)>,
-    usage: Option<Usage>,
-    state: Option<Value>,
-    finish: Option<String>,
-    error: Option<LlmErrorKind>,
-}
-
-fn summarize(events: &[LlmEvent], err: &Option<LlmError>) -> Summary {
-    let mut s = Summary::default();
-    for e in events {
-        match e {
-            LlmEvent::Content { text } => s.content.push_str(text),
-            LlmEvent::Reasoning { text } => s.reasoning.push_str(text),
-            LlmEvent::ToolCall(c) => {
-                s.calls
-                    .push((c.id.clone(), c.name.clone(), c.arguments.clone()))
-            }
-            LlmEvent::Usage(u) => s.usage = Some(*u),
-            LlmEvent::State { data } => s.state = Some(data.clone()),
-            LlmEvent::Finish { reason } => s.finish = Some(reason.clone()),
-            LlmEvent::Retry { .. } | LlmEvent::Raw(_) => {}
-        }
-    }
-    s.error = err.as_ref().map(LlmError::kind);
-    s
 }
 
 fn usage(input: u64, read: u64, write: u64, output: u64) -> Option<Usage> {

@@ -8,43 +8,18 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::*;
+use crate::llm::test_events::{calls, fixture, text_of};
+
+fn load(name: &str) -> Vec<u8> {
+    fixture("gemini", name)
+}
 use crate::llm::native::decode_parts;
 use crate::llm::types::{
     LlmErrorKind, LlmEvent, Message, Part, RawChunk, Role, SamplingDefaults, ToolCall, Usage,
 };
 
-fn load(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/gemini")
-        .join(format!("{name}.sse"));
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
 fn decode(body: &[u8], raw: bool) -> (Vec<LlmEvent>, Option<LlmError>) {
     decode_parts(&mut Decoder::new(raw), &[body])
-}
-
-fn text_of(events: &[LlmEvent]) -> (String, String) {
-    let mut content = String::new();
-    let mut reasoning = String::new();
-    for e in events {
-        match e {
-            LlmEvent::Content { text } => content.push_str(text),
-            LlmEvent::Reasoning { text } => reasoning.push_str(text),
-            _ => {}
-        }
-    }
-    (content, reasoning)
-}
-
-fn calls(events: &[LlmEvent]) -> Vec<ToolCall> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            LlmEvent::ToolCall(c) => Some(c.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 fn usage(events: &[LlmEvent]) -> Option<Usage> {

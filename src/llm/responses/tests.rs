@@ -1,4 +1,3 @@
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,12 +9,10 @@ use super::super::types::{
     ToolCall, Usage,
 };
 use super::{Decoder, ResponsesWire};
+use crate::llm::test_events::{fixture, text_of};
 
 fn load(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/responses")
-        .join(format!("{name}.sse"));
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    fixture("responses", name)
 }
 
 const FIXTURES: &[&str] = &[
@@ -35,19 +32,6 @@ fn decode(parts: &[&[u8]], raw: bool) -> (Vec<LlmEvent>, Option<LlmError>) {
 
 fn decode_fixture(name: &str) -> (Vec<LlmEvent>, Option<LlmError>) {
     decode(&[&load(name)], false)
-}
-
-fn text_of(events: &[LlmEvent]) -> (String, String) {
-    let mut content = String::new();
-    let mut reasoning = String::new();
-    for e in events {
-        match e {
-            LlmEvent::Content { text } => content.push_str(text),
-            LlmEvent::Reasoning { text } => reasoning.push_str(text),
-            _ => {}
-        }
-    }
-    (content, reasoning)
 }
 
 /// The events after the text deltas: tool calls, usage, state, finish (in that order).
