@@ -205,6 +205,16 @@ fn turn(s: &mut Sidecar, chat_id: &str) -> Turn {
     }
 }
 
+/// A sidecar whose `$OUTRIGGER_HOME/config.json` is `config`.
+fn with_config(config: Value) -> Sidecar {
+    let home = tempfile::tempdir().unwrap();
+    write_file(home.path(), "config.json", &config.to_string());
+    Sidecar::start_with(Opts {
+        home: Some(home),
+        ..Opts::default()
+    })
+}
+
 fn export(s: &mut Sidecar, params: Value) -> Value {
     s.ok("trace.export", params)
 }
@@ -473,20 +483,10 @@ fn metadata_sends_no_text_and_full_sends_what_the_trace_recorded() {
 fn config_endpoint_and_headers_apply_and_call_headers_win() {
     let a = Collector::start();
     let b = Collector::start();
-    let home = tempfile::tempdir().unwrap();
-    write_file(
-        home.path(),
-        "config.json",
-        &json!({
-            "otlp_endpoint": a.base(),
-            "otlp_headers": "x-api-key=cfg%20key, x-tenant=acme%2Cco ,Authorization=Bearer%20from-config"
-        })
-        .to_string(),
-    );
-    let mut s = Sidecar::start_with(Opts {
-        home: Some(home),
-        ..Opts::default()
-    });
+    let mut s = with_config(json!({
+        "otlp_endpoint": a.base(),
+        "otlp_headers": "x-api-key=cfg%20key, x-tenant=acme%2Cco ,Authorization=Bearer%20from-config"
+    }));
     let t = turn(&mut s, "chat_export_config");
 
     // No endpoint, no headers: config's, values percent-decoded (a %2C stays in the value).
@@ -924,22 +924,12 @@ fn otlp_config_is_checked() {
 #[test]
 fn finished_turns_are_exported_on_their_own_when_auto_export_is_on() {
     let c = Collector::start();
-    let home = tempfile::tempdir().unwrap();
-    write_file(
-        home.path(),
-        "config.json",
-        &json!({
-            "otlp_endpoint": c.base(),
-            "otlp_headers": "x-api-key=k1",
-            "otlp_auto_export": true,
-            "otlp_privacy_mode": "full"
-        })
-        .to_string(),
-    );
-    let mut s = Sidecar::start_with(Opts {
-        home: Some(home),
-        ..Opts::default()
-    });
+    let mut s = with_config(json!({
+        "otlp_endpoint": c.base(),
+        "otlp_headers": "x-api-key=k1",
+        "otlp_auto_export": true,
+        "otlp_privacy_mode": "full"
+    }));
     let t = turn(&mut s, "chat_auto_export");
     let q = c.next();
     assert_eq!(q.path(), "/v1/traces");
@@ -960,20 +950,10 @@ fn finished_turns_are_exported_on_their_own_when_auto_export_is_on() {
 /// A collector that is down never touches the turn: it completes, and the sidecar serves on.
 #[test]
 fn auto_export_to_a_dead_collector_leaves_the_turn_alone() {
-    let home = tempfile::tempdir().unwrap();
-    write_file(
-        home.path(),
-        "config.json",
-        &json!({
-            "otlp_endpoint": format!("http://127.0.0.1:{}", closed_port()),
-            "otlp_auto_export": true
-        })
-        .to_string(),
-    );
-    let mut s = Sidecar::start_with(Opts {
-        home: Some(home),
-        ..Opts::default()
-    });
+    let mut s = with_config(json!({
+        "otlp_endpoint": format!("http://127.0.0.1:{}", closed_port()),
+        "otlp_auto_export": true
+    }));
     turn(&mut s, "chat_auto_dead_1");
     turn(&mut s, "chat_auto_dead_2");
     assert_eq!(s.ok("system.ping", json!({}))["status"], "ok");
