@@ -2,7 +2,7 @@
 //! each tool's schema first, and suggests names for unknown tools.
 
 use crate::strict::Invalid;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Instant;
@@ -85,6 +85,9 @@ pub struct Router {
 
 /// What tools that keep processes across calls run when a turn of a chat is cancelled.
 pub type ChatHook = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Entries resolved from registrations, not yet in a registry ([`Router::build`]).
+pub struct Built(Vec<Entry>);
 
 /// Resolves a registration's overrides into an entry (not yet in the registry).
 fn build_entry(reg: Registration) -> Result<Entry, RegisterError> {
@@ -202,12 +205,24 @@ impl Router {
     /// racing a plugin reload sees the old tools or the new ones, never neither. Nothing
     /// changes when any new name is invalid or taken (by a tool not being removed).
     pub fn swap(&self, remove: &[String], add: Vec<Registration>) -> Result<(), RegisterError> {
-        let built = add
-            .into_iter()
+        self.swap_built(remove, Router::build(add)?)
+    }
+
+    /// Resolves registrations into entries without touching the registry, so a caller with
+    /// many (a plugin directory at boot) can build them on its worker threads.
+    pub fn build(add: Vec<Registration>) -> Result<Built, RegisterError> {
+        add.into_iter()
             .map(build_entry)
-            .collect::<Result<Vec<Entry>, RegisterError>>()?;
+            .collect::<Result<Vec<Entry>, RegisterError>>()
+            .map(Built)
+    }
+
+    /// [`Router::swap`] with entries already built.
+    pub fn swap_built(&self, remove: &[String], built: Built) -> Result<(), RegisterError> {
+        let built = built.0;
         let mut entries = self.write();
-        let mut claimed: Vec<&str> = Vec::with_capacity(built.len());
+        // A set, not a scan: a 250-tool manifest compared each name with every earlier one.
+        let mut claimed: HashSet<&str> = HashSet::with_capacity(built.len());
         for e in &built {
             let taken_by = entries
                 .get(&e.name)
@@ -215,7 +230,7 @@ impl Router {
                 .map(|existing| owner_label(&existing.plugin))
                 .or_else(|| {
                     claimed
-                        .contains(&e.name.as_str())
+                        .contains(e.name.as_str())
                         .then(|| owner_label(&e.plugin))
                 });
             if let Some(owner) = taken_by {
@@ -224,8 +239,9 @@ impl Router {
                     owner,
                 });
             }
-            claimed.push(&e.name);
+            claimed.insert(&e.name);
         }
+        drop(claimed);
         for name in remove {
             entries.remove(name);
         }

@@ -18,13 +18,10 @@ pub struct Schema(Arc<RawValue>);
 impl Schema {
     /// The compact text of `value`.
     pub fn from_value(value: &Value) -> Schema {
-        // Serialising a `Value` cannot fail (string keys only); `{}` is the fallback shape.
-        let text = serde_json::to_string(value).unwrap_or_else(|_| "{}".into());
-        Schema::from_text(text)
-    }
-
-    fn from_text(text: String) -> Schema {
-        match RawValue::from_string(text) {
+        // Serialised straight into a `RawValue`: `from_string` would parse the text again to
+        // check it (a fifth of a 10,000-tool boot's manifest checks). Serialising a `Value`
+        // cannot fail (string keys only); `{}` is the fallback shape.
+        match serde_json::value::to_raw_value(value) {
             Ok(raw) => Schema(Arc::from(raw)),
             Err(_) => Schema::empty_object(),
         }

@@ -109,6 +109,16 @@ struct RawTool {
 /// without deleting it) are skipped, as are other extensions and subdirectories. The first bad
 /// manifest fails the whole load: an installed tool must not silently disappear.
 pub fn load_dir(dir: &Path) -> Result<Vec<PluginManifest>, PluginError> {
+    let loaded = load_dir_then(dir, &|_| ())?;
+    Ok(loaded.into_iter().map(|(m, ())| m).collect())
+}
+
+/// [`load_dir`], also running `then` on each manifest on the parser thread that read it
+/// (the registry builds its router entries there instead of after, on one thread).
+pub fn load_dir_then<T: Send>(
+    dir: &Path,
+    then: &(dyn Fn(&PluginManifest) -> T + Sync),
+) -> Result<Vec<(PluginManifest, T)>, PluginError> {
     let meta = match std::fs::metadata(dir) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -158,8 +168,8 @@ pub fn load_dir(dir: &Path) -> Result<Vec<PluginManifest>, PluginError> {
     let mut seen: HashMap<String, PathBuf> = HashMap::new();
     let mut out = Vec::with_capacity(paths.len());
     // Results come back in file order, so the first bad manifest is still the one reported.
-    for loaded in load_files(&paths) {
-        let manifest = loaded?;
+    for loaded in load_files(&paths, then) {
+        let (manifest, extra) = loaded?;
         if let Some(first) = seen.get(&manifest.name) {
             return Err(PluginError::DuplicatePlugin {
                 name: manifest.name,
@@ -168,25 +178,34 @@ pub fn load_dir(dir: &Path) -> Result<Vec<PluginManifest>, PluginError> {
             });
         }
         seen.insert(manifest.name.clone(), manifest.path.clone());
-        out.push(manifest);
+        out.push((manifest, extra));
     }
     Ok(out)
 }
 
 /// Parses the files on up to `available_parallelism` threads (TOML parsing and schema checks
 /// are CPU work: 10,000 tools took ~300 ms on one core), results in input order.
-fn load_files(paths: &[PathBuf]) -> Vec<Result<PluginManifest, PluginError>> {
+fn load_files<T: Send>(
+    paths: &[PathBuf],
+    then: &(dyn Fn(&PluginManifest) -> T + Sync),
+) -> Vec<Result<(PluginManifest, T), PluginError>> {
+    let one = |p: &PathBuf| {
+        load_file(p).map(|m| {
+            let extra = then(&m);
+            (m, extra)
+        })
+    };
     let threads = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .min(paths.len());
     if threads <= 1 {
-        return paths.iter().map(|p| load_file(p)).collect();
+        return paths.iter().map(one).collect();
     }
     let chunk = paths.len().div_ceil(threads);
     std::thread::scope(|s| {
         let handles: Vec<_> = paths
             .chunks(chunk)
-            .map(|part| s.spawn(move || part.iter().map(|p| load_file(p)).collect::<Vec<_>>()))
+            .map(|part| s.spawn(move || part.iter().map(one).collect::<Vec<_>>()))
             .collect();
         handles
             .into_iter()

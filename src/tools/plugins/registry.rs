@@ -10,8 +10,8 @@ use serde_json::{Map, Value};
 
 use super::PluginError;
 use super::exec::run_sandboxed;
-use super::manifest::{PluginManifest, PluginToolSpec, load_dir, load_file};
-use crate::tools::router::{RegisterError, Registration, Router};
+use super::manifest::{PluginManifest, PluginToolSpec, load_dir_then, load_file};
+use crate::tools::router::{Built, RegisterError, Registration, Router};
 use crate::tools::{
     Exposure, Schema, Tool, ToolContext, ToolFuture, ToolMode, ToolResult, classify,
 };
@@ -121,6 +121,22 @@ impl Tool for PluginTool {
     }
 }
 
+/// A manifest's tool that could not be registered.
+fn conflict(m: &PluginManifest, source: RegisterError) -> PluginOpError {
+    PluginOpError::Conflict {
+        plugin: m.name.clone(),
+        path: m.path.display().to_string(),
+        tool: failing_tool(&source),
+        source,
+    }
+}
+
+fn failing_tool(e: &RegisterError) -> String {
+    match e {
+        RegisterError::Conflict { name, .. } | RegisterError::InvalidName(name) => name.clone(),
+    }
+}
+
 impl PluginRegistry {
     pub fn new(router: Arc<Router>, max_capture: usize) -> PluginRegistry {
         PluginRegistry {
@@ -144,8 +160,9 @@ impl PluginRegistry {
         if !required && !dir.exists() {
             return Ok(());
         }
-        for manifest in load_dir(dir)? {
-            self.add(manifest)?;
+        let build = |m: &PluginManifest| Router::build(self.registrations(m));
+        for (manifest, built) in load_dir_then(dir, &build)? {
+            self.add(manifest, built)?;
         }
         Ok(())
     }
@@ -170,7 +187,12 @@ impl PluginRegistry {
         self.load_dir(&home_dir, false)
     }
 
-    fn add(&self, manifest: PluginManifest) -> Result<(), PluginOpError> {
+    /// Registers a loaded manifest's tools (`built` from [`Router::build`]).
+    fn add(
+        &self,
+        manifest: PluginManifest,
+        built: Result<Built, RegisterError>,
+    ) -> Result<(), PluginOpError> {
         let mut plugins = self.lock();
         if let Some(existing) = plugins.get(&manifest.name) {
             return Err(PluginOpError::Duplicate {
@@ -179,7 +201,9 @@ impl PluginRegistry {
                 second: manifest.path.display().to_string(),
             });
         }
-        self.swap(None, Some(&manifest))?;
+        built
+            .and_then(|b| self.router.swap_built(&[], b))
+            .map_err(|source| conflict(&manifest, source))?;
         plugins.insert(
             manifest.name.clone(),
             Loaded {
@@ -215,19 +239,17 @@ impl PluginRegistry {
             .map(|m| m.tools.iter().map(|t| t.name.clone()).collect())
             .unwrap_or_default();
         let add = new.map(|m| self.registrations(m)).unwrap_or_default();
-        self.router.swap(&remove, add).map_err(|source| {
-            let m = new.or(old);
-            PluginOpError::Conflict {
-                plugin: m.map(|m| m.name.clone()).unwrap_or_default(),
-                path: m.map(|m| m.path.display().to_string()).unwrap_or_default(),
-                tool: match &source {
-                    RegisterError::Conflict { name, .. } | RegisterError::InvalidName(name) => {
-                        name.clone()
-                    }
+        self.router
+            .swap(&remove, add)
+            .map_err(|source| match new.or(old) {
+                Some(m) => conflict(m, source),
+                None => PluginOpError::Conflict {
+                    plugin: String::new(),
+                    path: String::new(),
+                    tool: failing_tool(&source),
+                    source,
                 },
-                source,
-            }
-        })
+            })
     }
 
     fn row(loaded: &Loaded) -> PluginRow {
