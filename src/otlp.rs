@@ -395,9 +395,9 @@ pub async fn send(
     req: &ExportTraceServiceRequest,
     settings: &crate::config::Settings,
 ) -> Result<(), String> {
-    let client = crate::llm::http_client(&crate::llm::LlmSettings::from_settings(settings))
-        .map_err(|e| e.to_string())?;
     let url = target.url.as_str();
+    let client = crate::llm::http_client(&crate::llm::LlmSettings::from_settings(settings), url)
+        .map_err(|e| e.to_string())?;
     let timeout = settings.otlp_timeout;
     let mut rb = client
         .post(url)

@@ -169,7 +169,7 @@ async fn attempt_once<W: Wire>(
     tx: &mpsc::Sender<LlmItem>,
     emitted: &mut bool,
 ) -> Result<(), LlmError> {
-    let client = super::http_client(settings)?;
+    let client = super::http_client(settings, &call.url)?;
     let url = call.url;
     let mut rb = client
         .post(&url)

@@ -167,8 +167,8 @@ async fn attempt_once(
     emitted: &mut bool,
 ) -> Result<(), LlmError> {
     let cfg = &inner.cfg;
-    let client = super::http_client(&cfg.settings)?;
     let url = format!("{}/chat/completions", cfg.base_url);
+    let client = super::http_client(&cfg.settings, &url)?;
     let mut rb = client
         .post(&url)
         .header(reqwest::header::ACCEPT, "text/event-stream")

@@ -148,7 +148,7 @@ pub async fn list_models(app: Arc<App>, p: ModelsListParams) -> Result<ModelsLis
         )));
     }
     let api_key = p.api_key.or_else(|| env("OUTRIGGER_API_KEY"));
-    let client = http_client(&LlmSettings::from_settings(&app.settings()))?;
+    let client = http_client(&LlmSettings::from_settings(&app.settings()), &base_url)?;
     let listing = models_list::list(
         &client,
         &base_url,
