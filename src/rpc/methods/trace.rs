@@ -103,5 +103,22 @@ mod tests {
         assert!(stored["trace"].get("chatId").is_some());
         assert!(stored["trace"].get("sessionId").is_none());
         assert!(stored["events"][1].get("payload").is_none());
+
+        // Once stored, memory keeps the compact text; it answers the same.
+        assert_eq!(traces.active(), 0);
+        let bytes = serde_json::to_string(&stored).unwrap().len();
+        traces.stored(&t.id, bytes);
+        assert_eq!(traces.fetch(&t.id).unwrap(), from_store);
+        // Beyond the byte budget the oldest stored trace leaves memory (the store answers).
+        let small = Traces::new(bytes);
+        let a = small.start("str_a", None, None, "m", "rec");
+        a.finish("completed", None);
+        let b = small.start("str_b", None, None, "m", "rec");
+        assert_eq!(small.active(), 1);
+        small.stored(&a.id, bytes);
+        b.finish("completed", None);
+        small.stored(&b.id, bytes);
+        assert!(small.fetch(&a.id).is_none());
+        assert_eq!(small.fetch(&b.id).unwrap().trace.stream_id, "str_b");
     }
 }
