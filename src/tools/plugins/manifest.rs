@@ -640,6 +640,8 @@ fn check_schema(schema: &Value) -> Result<(), String> {
     }
     let problem = if needs_compile(schema) {
         jsonschema::validator_for(schema).err()
+    } else if plain_schema::certainly_valid(schema) {
+        None
     } else {
         jsonschema::meta::validate(schema).err()
     };
@@ -653,6 +655,7 @@ fn check_schema(schema: &Value) -> Result<(), String> {
     }
 }
 
+mod plain_schema;
 mod toml_json;
 
 #[cfg(test)]
