@@ -27,8 +27,27 @@ pub struct ProviderRow {
     pub models: Vec<ModelRow>,
 }
 
-fn text() -> Vec<String> {
-    vec!["text".to_string()]
+fn text() -> &'static [String] {
+    intern(vec!["text".to_string()])
+}
+
+/// A modality list, shared: the catalog's ~4,700 models use a few dozen distinct lists, and a
+/// `Vec<String>` per model and direction held ~1 MiB for the life of the process.
+fn interned<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static [String], D::Error> {
+    Vec::<String>::deserialize(d).map(intern)
+}
+
+/// Leaks each distinct list once; only the embedded catalog is read through this, so the
+/// lists are bounded by what it holds.
+fn intern(v: Vec<String>) -> &'static [String] {
+    static SEEN: std::sync::Mutex<Vec<&'static [String]>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = seen.iter().find(|s| ***s == v[..]) {
+        return s;
+    }
+    let s: &'static [String] = Box::leak(v.into_boxed_slice());
+    seen.push(s);
+    s
 }
 
 fn yes() -> bool {
@@ -41,10 +60,10 @@ pub struct ModelRow {
     pub id: String,
     pub window: Option<u64>,
     pub max_output: Option<u64>,
-    #[serde(default = "text")]
-    pub input: Vec<String>,
-    #[serde(default = "text")]
-    pub output: Vec<String>,
+    #[serde(default = "text", deserialize_with = "interned")]
+    pub input: &'static [String],
+    #[serde(default = "text", deserialize_with = "interned")]
+    pub output: &'static [String],
     #[serde(default)]
     pub reasoning: bool,
     #[serde(default = "yes")]
@@ -260,8 +279,8 @@ pub fn resolve(model: &str, base_url: Option<&str>) -> ModelInfo {
                 id: model.to_string(),
                 window: m.window.unwrap_or(FALLBACK_WINDOW),
                 max_output: m.max_output,
-                input: m.input.clone(),
-                output: m.output.clone(),
+                input: m.input.to_vec(),
+                output: m.output.to_vec(),
                 reasoning: reasons,
                 reasoning_levels: effort_levels(leaf, reasons),
                 pricing: pricing_of(m),
@@ -273,8 +292,8 @@ pub fn resolve(model: &str, base_url: Option<&str>) -> ModelInfo {
             id: model.to_string(),
             window: FALLBACK_WINDOW,
             max_output: None,
-            input: text(),
-            output: text(),
+            input: vec!["text".to_string()],
+            output: vec!["text".to_string()],
             reasoning: false,
             reasoning_levels: Vec::new(),
             pricing: None,
@@ -325,6 +344,31 @@ pub fn check_reasoning_effort(info: &ModelInfo, effort: &str) -> Result<(), Inva
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn modality_lists_are_shared_not_copied_per_model() {
+        let c = catalog();
+        let models: Vec<&ModelRow> = c.providers.iter().flat_map(|p| &p.models).collect();
+        let mut distinct: Vec<*const String> = models.iter().map(|m| m.input.as_ptr()).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert!(
+            models.len() > 1000 && distinct.len() < 100,
+            "{}",
+            distinct.len()
+        );
+        // Equal lists are one list; a model's info still carries its own copy.
+        let with_image = models
+            .iter()
+            .find(|m| m.input.iter().any(|i| i == "image"))
+            .unwrap();
+        let again = intern(with_image.input.to_vec());
+        assert!(std::ptr::eq(again, with_image.input));
+        assert_eq!(
+            resolve(&with_image.id, None).input,
+            with_image.input.to_vec()
+        );
+    }
 
     #[test]
     fn embedded_catalog_parses_and_is_large() {
