@@ -270,6 +270,12 @@ mod tests {
         format!("http://127.0.0.1:{port}")
     }
 
+    /// GETs `base` through the client `http_client` picks for it.
+    async fn get(base: &str) -> reqwest::Response {
+        let client = http_client(&LlmSettings::default(), base).unwrap();
+        client.get(base).send().await.unwrap()
+    }
+
     #[tokio::test]
     async fn plain_http_follows_plain_redirects_and_reports_one_to_https() {
         let s = LlmSettings::default();
@@ -278,24 +284,12 @@ mod tests {
         let hop = format!(
             "HTTP/1.1 307 Temporary Redirect\r\nlocation: {target}/x\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
         );
-        let base = serve(vec![hop]);
-        let r = http_client(&s, &base)
-            .unwrap()
-            .get(&base)
-            .send()
-            .await
-            .unwrap();
+        let r = get(&serve(vec![hop])).await;
         assert_eq!(r.status(), 200);
         assert_eq!(r.text().await.unwrap(), "ok");
 
         let to_tls = "HTTP/1.1 307 Temporary Redirect\r\nlocation: https://127.0.0.1:9/x\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
-        let base = serve(vec![to_tls.to_string()]);
-        let r = http_client(&s, &base)
-            .unwrap()
-            .get(&base)
-            .send()
-            .await
-            .unwrap();
+        let r = get(&serve(vec![to_tls.to_string()])).await;
         assert_eq!(r.status(), 307, "not followed onto TLS without roots");
         // HTTPS URLs get the verifying client.
         assert!(http_client(&s, "https://example.invalid/v1").is_ok());
