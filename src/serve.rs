@@ -140,7 +140,7 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
     }
     if !plugins.list().is_empty() {
         // The parser threads' TOML trees were freed in their arenas' midst; give those pages
-        // back before serving (~1.5 MiB with 10,000 tools).
+        // back before serving (~0.8 MiB with 10,000 tools).
         crate::memory::trim();
     }
     let (out, writer) = Out::start(std::io::stdout()); // stdout-ok: the one frame writer
