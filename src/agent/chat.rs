@@ -392,11 +392,11 @@ pub(super) async fn store_trace(
     });
     match trace.store(record_id, prune).await {
         // In the store: the memory copy may now go when memory is short.
-        Ok((bytes, pruned)) => {
+        Ok((body, pruned)) => {
             if pruned > 0 {
                 tracing::debug!("trace retention removed {pruned} stored trace(s)");
             }
-            agent.traces.stored(&trace.id, bytes)
+            agent.traces.stored(&trace.id, body)
         }
         Err(e) => tracing::warn!("trace {}: cannot persist it: {e}", trace.id),
     }

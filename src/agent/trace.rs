@@ -249,16 +249,15 @@ impl Traces {
         }
     }
 
-    /// `id` is in the store (its body `bytes` long): from now on it counts against the
-    /// memory budget, and the oldest stored traces are dropped from memory to stay within it.
-    pub fn stored(&self, id: &str, bytes: usize) {
+    /// `id` is in the store as `body` (its JSON text, what the store wrote): memory keeps
+    /// that text from now on, counted against the memory budget, and the oldest stored traces
+    /// are dropped from memory to stay within it.
+    pub fn stored(&self, id: &str, body: String) {
+        let bytes = body.len();
         {
             let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(kept) = g.0.get_mut(id)
-                && let Kept::Live(t) = kept
-                && let Ok(text) = serde_json::to_string(&t.snapshot())
-            {
-                *kept = Kept::Stored(text.into_boxed_str());
+            if let Some(kept) = g.0.get_mut(id) {
+                *kept = Kept::Stored(body.into_boxed_str());
             }
         }
         let mut drop_ids = Vec::new();

@@ -15,9 +15,9 @@ use crate::store::{Store, TraceWrite};
 /// How long a started trace or a finished span may wait to be committed.
 pub const FLUSH_DELAY: Duration = Duration::from_millis(20);
 
-/// What the writer answers for a finished trace: the stored body's size and how many traces
-/// retention removed.
-pub type Finished = Result<(usize, usize), String>;
+/// What the writer answers for a finished trace: the stored body (its JSON text) and how
+/// many traces retention removed.
+pub type Finished = Result<(String, usize), String>;
 
 struct Job {
     write: TraceWrite,

@@ -266,9 +266,9 @@ impl Store {
     }
 
     /// Applies trace writes in order in one transaction (the trace writer batches what
-    /// queued up meanwhile). Returns, per `Finish` in order, the stored body's size and how
-    /// many traces retention removed.
-    pub fn write_traces(&self, batch: &[TraceWrite]) -> Result<Vec<(usize, usize)>, StoreError> {
+    /// queued up meanwhile). Returns, per `Finish` in order, the stored body (its JSON text)
+    /// and how many traces retention removed.
+    pub fn write_traces(&self, batch: &[TraceWrite]) -> Result<Vec<(String, usize)>, StoreError> {
         self.write(|tx| {
             let mut finished = Vec::new();
             for w in batch {
@@ -281,12 +281,12 @@ impl Store {
                         header,
                     } => traces::put_span(tx, trace_id, *seq, body, header.as_deref())?,
                     TraceWrite::Finish { row, prune } => {
-                        let bytes = traces::put(tx, row)?;
+                        let body = traces::put(tx, row)?;
                         let pruned = match prune {
                             Some((older_than, keep)) => traces::prune(tx, older_than, *keep)?,
                             None => 0,
                         };
-                        finished.push((bytes, pruned));
+                        finished.push((body, pruned));
                     }
                 }
             }

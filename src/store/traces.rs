@@ -44,8 +44,8 @@ pub enum TraceWrite {
 }
 
 /// Writes the trace's row: `INSERT OR <conflict>` (`REPLACE` or `IGNORE`). Returns the
-/// body's size.
-fn insert(tx: &Transaction<'_>, t: &TraceRow, conflict: &str) -> Result<usize, StoreError> {
+/// body as stored.
+fn insert(tx: &Transaction<'_>, t: &TraceRow, conflict: &str) -> Result<String, StoreError> {
     let body = serde_json::to_string(&t.body)?;
     tx.execute(
         &format!(
@@ -54,15 +54,15 @@ fn insert(tx: &Transaction<'_>, t: &TraceRow, conflict: &str) -> Result<usize, S
         ),
         params![t.trace_id, t.record_id, t.status, t.created_at, body],
     )?;
-    Ok(body.len())
+    Ok(body)
 }
 
 /// Inserts the trace, replacing a running row of the same id and dropping the span rows it
-/// had (the body carries them all now). Returns the body's size.
-pub fn put(tx: &Transaction<'_>, t: &TraceRow) -> Result<usize, StoreError> {
-    let n = insert(tx, t, "REPLACE")?;
+/// had (the body carries them all now). Returns the body as stored.
+pub fn put(tx: &Transaction<'_>, t: &TraceRow) -> Result<String, StoreError> {
+    let body = insert(tx, t, "REPLACE")?;
     tx.execute("DELETE FROM trace_spans WHERE trace_id = ?1", [&t.trace_id])?;
-    Ok(n)
+    Ok(body)
 }
 
 /// A running trace's first row (its header, no spans yet); ignored when the trace is

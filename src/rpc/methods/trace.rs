@@ -106,18 +106,22 @@ mod tests {
 
         // Once stored, memory keeps the compact text; it answers the same.
         assert_eq!(traces.active(), 0);
-        let bytes = serde_json::to_string(&stored).unwrap().len();
-        traces.stored(&t.id, bytes);
+        traces.stored(&t.id, serde_json::to_string(&stored).unwrap());
         assert_eq!(traces.fetch(&t.id).unwrap(), from_store);
         // Beyond the byte budget the oldest stored trace leaves memory (the store answers).
-        let small = Traces::new(bytes);
+        let body = |t: &crate::agent::trace::Trace| serde_json::to_string(&t.snapshot()).unwrap();
+        // The budget holds one finished trace like these, not two (durations may add a digit).
+        let probe = Traces::default();
+        let p = probe.start("str_a", None, None, "m", "rec");
+        p.finish("completed", None);
+        let small = Traces::new(body(&p).len() + 8);
         let a = small.start("str_a", None, None, "m", "rec");
         a.finish("completed", None);
         let b = small.start("str_b", None, None, "m", "rec");
         assert_eq!(small.active(), 1);
-        small.stored(&a.id, bytes);
+        small.stored(&a.id, body(&a));
         b.finish("completed", None);
-        small.stored(&b.id, bytes);
+        small.stored(&b.id, body(&b));
         assert!(small.fetch(&a.id).is_none());
         assert_eq!(small.fetch(&b.id).unwrap().trace.stream_id, "str_b");
     }
