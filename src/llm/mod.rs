@@ -124,14 +124,17 @@ pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// Redirects the plain-HTTP client follows, reqwest's default.
+const MAX_REDIRECTS: usize = 10;
+
 /// The HTTP client for requests to `url`, one per kind for the process, built on first use
 /// (never before ready).
 ///
 /// Plain `http://` URLs (a local model server, a loopback collector) get a client without
 /// TLS roots: building the verifying client reads and parses every certificate under
 /// `/etc/ssl/certs` (~150 files: 1–13 ms of the first turn, 0.3 MiB kept), which such a
-/// sidecar never needs. Its
-/// redirects stay on plain HTTP; one to `https://` is not followed, so the 3xx is reported.
+/// sidecar never needs. Its redirects stay on plain HTTP (at most `MAX_REDIRECTS`, as
+/// reqwest's own policy); one to `https://` is not followed, so the 3xx is reported.
 pub fn http_client(settings: &LlmSettings, url: &str) -> Result<reqwest::Client, LlmError> {
     static TLS: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
     static PLAIN: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
@@ -148,7 +151,7 @@ pub fn http_client(settings: &LlmSettings, url: &str) -> Result<reqwest::Client,
                 .redirect(reqwest::redirect::Policy::custom(|a| {
                     if a.url().scheme() != "http" {
                         a.stop()
-                    } else if a.previous().len() >= 10 {
+                    } else if a.previous().len() >= MAX_REDIRECTS {
                         a.error("too many redirects")
                     } else {
                         a.follow()
@@ -254,7 +257,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// Serves one HTTP response per connection, `n` connections, on loopback.
+    /// Serves each of `responses` to one connection, in order, on loopback.
     fn serve(responses: Vec<String>) -> String {
         use std::io::{Read, Write};
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -149,6 +149,16 @@ fn oversized_tool_output_is_spilled_to_a_file() {
     assert!(content.len() < 4000, "{}", content.len());
 }
 
+/// One turn of `chat_resend` with the host's whole history, a window it fits and one
+/// scripted answer; it must complete.
+fn resend(s: &mut Sidecar, messages: &[Value], answer: &str) -> Streamed {
+    let p = json!({"provider": "scripted", "model": "m", "script": [{"text": answer}],
+        "chatId": "chat_resend", "maxContextTokens": 100000, "messages": messages});
+    let r = run(s, p);
+    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    r
+}
+
 /// A host that re-sends its whole history every turn keeps doing so after the record was
 /// compacted: its messages are matched against everything it has seen, so the next turn
 /// appends only what is new to the compacted transcript. No re-seed, no second summary.
@@ -169,10 +179,7 @@ fn a_host_resending_its_history_after_a_compaction_does_not_compact_again() {
     let mut again = history(8, 300);
     again.push(json!({"role": "assistant", "content": "answered"}));
     again.push(json!({"role": "user", "content": "and the next question"}));
-    let p = json!({"provider": "scripted", "model": "m", "script": [{"text": "second answer"}],
-        "chatId": "chat_resend", "maxContextTokens": 100000, "messages": again});
-    let r = run(&mut s, p);
-    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    let r = resend(&mut s, &again, "second answer");
     assert!(r.notices("hook_action").is_empty(), "{:?}", r.frames);
     let m = messages(&mut s, "chat_resend");
     // The compacted transcript, then only the new question and the answer.
@@ -184,10 +191,7 @@ fn a_host_resending_its_history_after_a_compaction_does_not_compact_again() {
     // Again (what the host has seen is now kept in memory from the last turn).
     again.push(json!({"role": "assistant", "content": "second answer"}));
     again.push(json!({"role": "user", "content": "a third question"}));
-    let p = json!({"provider": "scripted", "model": "m", "script": [{"text": "third answer"}],
-        "chatId": "chat_resend", "maxContextTokens": 100000, "messages": again});
-    let r = run(&mut s, p);
-    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    let r = resend(&mut s, &again, "third answer");
     assert!(r.notices("hook_action").is_empty(), "{:?}", r.frames);
     let m = messages(&mut s, "chat_resend");
     assert_eq!(m.len(), compacted.len() + 4, "{m:?}");
@@ -198,10 +202,7 @@ fn a_host_resending_its_history_after_a_compaction_does_not_compact_again() {
     edited[0] = json!({"role": "user", "content": "an edited first question"});
     edited.push(json!({"role": "assistant", "content": "third answer"}));
     edited.push(json!({"role": "user", "content": "third"}));
-    let p = json!({"provider": "scripted", "model": "m", "script": [{"text": "fourth answer"}],
-        "chatId": "chat_resend", "maxContextTokens": 100000, "messages": edited});
-    let r = run(&mut s, p);
-    assert_eq!(r.done["status"], "completed", "{:?}", r.frames);
+    resend(&mut s, &edited, "fourth answer");
     let m = messages(&mut s, "chat_resend");
     assert_eq!(m[0]["content"], "an edited first question");
     assert_eq!(m.len(), edited.len() + 1, "{m:?}");
