@@ -138,7 +138,7 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
         eprintln!("outrigger: plugin error: {e}");
         return 2;
     }
-    if !plugins.list().is_empty() {
+    if !plugins.is_empty() {
         // The parser threads' TOML trees were freed in their arenas' midst; give those pages
         // back before serving (~0.8 MiB with 10,000 tools).
         crate::memory::trim();

@@ -638,10 +638,12 @@ fn check_schema(schema: &Value) -> Result<(), String> {
             _ => false,
         }
     }
-    let problem = if needs_compile(schema) {
-        jsonschema::validator_for(schema).err()
-    } else if plain_schema::certainly_valid(schema) {
+    // A plain schema holds none of the keywords that need the compile, so it is checked
+    // first: one walk of the tree instead of two.
+    let problem = if plain_schema::certainly_valid(schema) {
         None
+    } else if needs_compile(schema) {
+        jsonschema::validator_for(schema).err()
     } else {
         jsonschema::meta::validate(schema).err()
     };

@@ -267,6 +267,11 @@ impl PluginRegistry {
         }
     }
 
+    /// No plugin is loaded.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
     pub fn list(&self) -> Vec<PluginRow> {
         self.lock().values().map(Self::row).collect()
     }
