@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use crate::headless::peer::Peer;
 use crate::headless::sidecar::{Incoming, Sidecar, SpawnOpts};
 use crate::headless::{Globals, ProviderFlags};
+use crate::protocol::chat::HostFsParam;
 
 /// The ACP protocol version spoken.
 pub const PROTOCOL_VERSION: u64 = 1;
@@ -86,11 +87,13 @@ pub(crate) struct State {
     /// Where the sidecar's frames for a running stream go.
     routes: Mutex<HashMap<String, mpsc::UnboundedSender<Incoming>>>,
     /// What the client offered at `initialize`: form elicitation (`ask_user` is offered to the
-    /// model) and `fs` reads and writes (the turns' `hostFs`).
+    /// model) and `fs` reads and writes (what of the turns' `hostFs` the client serves).
     elicitation: std::sync::atomic::AtomicBool,
-    fs: Mutex<Value>,
+    fs: Mutex<HostFsParam>,
     /// The sidecar store's `images/`, where the images shown to the model are kept.
     images_dir: PathBuf,
+    /// The most the adapter reads of a file for the sidecar (the sidecar's `max_read_bytes`).
+    max_read_bytes: u64,
 }
 
 pub fn run(args: AcpArgs, globals: Globals, config: &crate::config::Config) -> i32 {
@@ -117,13 +120,19 @@ pub fn run(args: AcpArgs, globals: Globals, config: &crate::config::Config) -> i
         .clone()
         .unwrap_or_else(|| config.settings().storage_path);
     let images_dir = crate::agent::images::dir_for(&store);
-    let code = rt.block_on(serve(model.params, globals, images_dir));
+    let max_read_bytes = config.settings().max_read_bytes;
+    let code = rt.block_on(serve(model.params, globals, images_dir, max_read_bytes));
     // The stdin reader may sit in a blocking read: do not wait for it.
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     code
 }
 
-async fn serve(base: Map<String, Value>, globals: Globals, images_dir: PathBuf) -> i32 {
+async fn serve(
+    base: Map<String, Value>,
+    globals: Globals,
+    images_dir: PathBuf,
+    max_read_bytes: u64,
+) -> i32 {
     let opts = SpawnOpts {
         storage_path: globals.storage_path,
         no_web_tools: globals.no_web_tools,
@@ -145,8 +154,9 @@ async fn serve(base: Map<String, Value>, globals: Globals, images_dir: PathBuf) 
         sessions: Mutex::default(),
         routes: Mutex::default(),
         elicitation: std::sync::atomic::AtomicBool::new(false),
-        fs: Mutex::new(json!({"read": false, "write": false})),
+        fs: Mutex::new(HostFsParam::default()),
         images_dir,
+        max_read_bytes,
     });
     tokio::spawn(route(Arc::clone(&state), incoming));
     dispatch(Arc::clone(&state), from_editor).await;
@@ -269,10 +279,10 @@ fn initialize(state: &State, params: &Value) -> Value {
     state
         .elicitation
         .store(form, std::sync::atomic::Ordering::Relaxed);
-    let fs = json!({
-        "read": offered.pointer("/fs/readTextFile") == Some(&json!(true)),
-        "write": offered.pointer("/fs/writeTextFile") == Some(&json!(true)),
-    });
+    let fs = HostFsParam {
+        read: offered.pointer("/fs/readTextFile") == Some(&json!(true)),
+        write: offered.pointer("/fs/writeTextFile") == Some(&json!(true)),
+    };
     if let Ok(mut f) = state.fs.lock() {
         *f = fs;
     }

@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 
 use super::{Editor, Fail, State, open_session, updates};
 use crate::headless::sidecar::{CallError, Incoming};
+use crate::protocol::chat::HostFsParam;
 
 async fn notify(editor: &Editor, session: &str, update: Value) {
     editor
@@ -154,8 +155,12 @@ async fn permission(
 /// A call in flight: what its result update needs.
 struct Pending {
     tool: String,
-    /// For a file edit: the file and its text before the call.
-    edit: Option<(PathBuf, Option<String>)>,
+    /// A writing file tool (`write_file`, `edit_file`, `apply_patch`): what it reads is kept.
+    writes: bool,
+    /// For `write_file` / `edit_file`: the file its diff is shown for.
+    edit: Option<PathBuf>,
+    /// The call's arguments, for an edit (its text after is computed from them).
+    args: Value,
 }
 
 /// `session/prompt`: runs one turn and answers its stop reason.
@@ -189,13 +194,15 @@ pub async fn prompt(state: &Arc<State>, req: &Value) -> Result<&'static str, Fai
             params.insert("fromRecord".into(), json!(true));
         }
         params.insert("approval".into(), json!({"mode": "host"}));
-        if let Ok(fs) = state.fs.lock()
-            && fs
-                .as_object()
-                .is_some_and(|f| f.values().any(|v| v == true))
-        {
-            params.insert("hostFs".into(), fs.clone());
-        }
+        // Reads always come through us: the sidecar reads a file before it writes it, so the
+        // text an edit's diff starts from is taken in that read, before the write can happen
+        // (reading the disk when the `toolCall` chunk arrives raced the tool). Without the
+        // client's `fs`, we serve the reads from the disk.
+        let client = state.fs.lock().map(|f| *f).unwrap_or_default();
+        params.insert(
+            "hostFs".into(),
+            json!({"read": true, "write": client.write}),
+        );
         params.insert(
             "askUser".into(),
             json!(state.elicitation.load(std::sync::atomic::Ordering::Relaxed)),
@@ -243,7 +250,12 @@ async fn follow(
 ) -> Result<&'static str, Fail> {
     let editor = &state.editor;
     let mut calls: HashMap<String, Pending> = HashMap::new();
-    let mut files = Files::default();
+    let mut files = Files {
+        client: state.fs.lock().map(|f| *f).unwrap_or_default(),
+        max_read_bytes: state.max_read_bytes,
+        seen: HashMap::new(),
+        written: HashMap::new(),
+    };
     let mut error: Option<String> = None;
     while let Some(msg) = rx.recv().await {
         match msg {
@@ -291,7 +303,7 @@ async fn follow(
                         .await;
                 }
                 "fs.read_text" | "fs.write_text" => {
-                    let answer = files.forward(editor, sid, &method, &params).await;
+                    let answer = files.forward(editor, sid, &method, &params, &calls).await;
                     match answer {
                         Ok(v) => state.sc.respond(id, v).await,
                         Err(e) => state.sc.respond_error(id, -32603, &e).await,
@@ -337,11 +349,9 @@ async fn chunk(
         let id = call["id"].as_str().unwrap_or("").to_string();
         let tool = call["name"].as_str().unwrap_or("").to_string();
         let args = &call["arguments"];
-        let edit = match updates::kind(&tool) {
-            "edit" if tool != "apply_patch" => updates::location(cwd, args).map(|p| {
-                let before = updates::read_for_diff(&p);
-                (p, before)
-            }),
+        let writes = updates::kind(&tool) == "edit";
+        let edit = match writes {
+            true if tool != "apply_patch" => updates::location(cwd, args),
             _ => None,
         };
         notify(
@@ -355,7 +365,20 @@ async fn chunk(
         {
             notify(editor, sid, plan).await;
         }
-        calls.insert(id, Pending { tool, edit });
+        let args = if edit.is_some() {
+            args.clone()
+        } else {
+            Value::Null
+        };
+        calls.insert(
+            id,
+            Pending {
+                tool,
+                writes,
+                edit,
+                args,
+            },
+        );
     }
     if let Some(r) = c.get("toolResult") {
         let id = r["id"].as_str().unwrap_or("");
@@ -378,12 +401,16 @@ async fn chunk(
                 )
             });
         let written = files.written.remove(id);
-        let diff = match (written, pending.as_ref().and_then(|p| p.edit.clone())) {
+        // `write_file` and `edit_file` read their one file once.
+        let seen = files.seen.remove(id).and_then(|s| s.into_iter().next());
+        let diff = match (written, pending.as_ref()) {
             _ if !success => None,
             (Some(w), _) => Some(w),
-            (None, Some((path, before))) => {
-                updates::read_for_diff(&path).map(|after| (path, before, after))
-            }
+            (None, Some(p)) => p.edit.clone().and_then(|path| {
+                let after =
+                    after_text(p, seen.as_ref()).or_else(|| updates::read_for_diff(&path))?;
+                Some((path, seen.and_then(|s| s.before), after))
+            }),
             _ => None,
         };
         let shown = match (
@@ -412,35 +439,89 @@ async fn chunk(
     }
 }
 
-/// The turn's file text through the client (`hostFs`): what was read, to show an edit's
-/// diff against the buffer it changed.
-#[derive(Default)]
+/// A file's text as a writing call read it (the sidecar reads before it writes).
+struct Seen {
+    path: String,
+    /// What the sidecar was given: the client's buffer, or the disk.
+    served: String,
+    /// The text the call's write replaces: the same when the client writes or we read the
+    /// disk, else the disk's text then (the buffer is read, the disk is written).
+    before: Option<String>,
+}
+
+/// The text a successful `write_file` / `edit_file` wrote on disk, from its arguments and the
+/// text it read: not read back, since a later call may already have changed the file.
+fn after_text(p: &Pending, seen: Option<&Seen>) -> Option<String> {
+    match p.tool.as_str() {
+        "write_file" => p.args.get("content")?.as_str().map(str::to_string),
+        "edit_file" => {
+            let args: crate::tools::fs::write::EditArgs =
+                serde_json::from_value(p.args.clone()).ok()?;
+            crate::tools::fs::edit::apply_edits(
+                &seen?.served,
+                &args.edits,
+                &args.path,
+                args.replace_all.unwrap_or(false),
+            )
+            .ok()
+            .map(|o| o.content)
+        }
+        _ => None,
+    }
+}
+
+/// The turn's file text through us (`hostFs`): the client's `fs/*` where it offers them, else
+/// the disk for reads; what an edit call read, to show its diff.
 struct Files {
-    /// Path → the text the client last gave for it.
-    read: HashMap<String, String>,
-    /// Call id → (path, text before, text written).
+    /// What the client serves itself.
+    client: HostFsParam,
+    max_read_bytes: u64,
+    /// Writing call id → the files it read, in order.
+    seen: HashMap<String, Vec<Seen>>,
+    /// Call id → (path, text before, text written) when the client did the writing.
     written: HashMap<String, (PathBuf, Option<String>, String)>,
 }
 
 impl Files {
-    /// Forwards `fs.read_text` / `fs.write_text` to the client's `fs/*` methods.
+    /// Answers `fs.read_text` / `fs.write_text`: the client's `fs/*` methods, or the disk.
     async fn forward(
         &mut self,
         editor: &Editor,
         sid: &str,
         method: &str,
         p: &Value,
+        calls: &HashMap<String, Pending>,
     ) -> Result<Value, String> {
         let path = p["path"].as_str().unwrap_or("").to_string();
+        let call = p.pointer("/context/callId").and_then(Value::as_str);
+        let writing = call.filter(|c| calls.get(*c).is_some_and(|p| p.writes));
         if method == "fs.read_text" {
-            let got = editor
-                .request("fs/read_text_file", json!({"sessionId": sid, "path": path}))
-                .await
-                .map_err(|e| format!("the editor refused fs/read_text_file: {e}"))?;
-            let Some(content) = got["content"].as_str().map(str::to_string) else {
-                return Err("the editor's fs/read_text_file answer has no content".into());
+            let content = if self.client.read {
+                let got = editor
+                    .request("fs/read_text_file", json!({"sessionId": sid, "path": path}))
+                    .await
+                    .map_err(|e| format!("the editor refused fs/read_text_file: {e}"))?;
+                let Some(content) = got["content"].as_str() else {
+                    return Err("the editor's fs/read_text_file answer has no content".into());
+                };
+                content.to_string()
+            } else {
+                read_disk(&path, self.max_read_bytes)?
             };
-            self.read.insert(path, content.clone());
+            if let Some(call) = writing {
+                // Read here, before the sidecar writes: nothing can have changed it yet.
+                let before = if self.client.write || !self.client.read {
+                    Some(content.clone())
+                } else {
+                    updates::read_for_diff(std::path::Path::new(&path))
+                };
+                let served = content.clone();
+                self.seen.entry(call.to_string()).or_default().push(Seen {
+                    path: path.clone(),
+                    served,
+                    before,
+                });
+            }
             return Ok(json!({"content": content}));
         }
         let content = p["content"].as_str().unwrap_or("").to_string();
@@ -451,14 +532,33 @@ impl Files {
             )
             .await
             .map_err(|e| format!("the editor refused fs/write_text_file: {e}"))?;
-        if let Some(call) = p.pointer("/context/callId").and_then(Value::as_str) {
-            let before = self.read.get(&path).cloned();
-            self.written.insert(
-                call.to_string(),
-                (PathBuf::from(&path), before, content.clone()),
-            );
+        if let Some(call) = writing {
+            let before = self.seen.get(call).and_then(|s| {
+                s.iter()
+                    .rev()
+                    .find(|s| s.path == path)
+                    .map(|s| s.served.clone())
+            });
+            self.written
+                .insert(call.to_string(), (PathBuf::from(&path), before, content));
         }
-        self.read.insert(path, content);
         Ok(json!({}))
     }
+}
+
+/// A file's text from the disk for the sidecar, at most `max` bytes (the sidecar checked the
+/// path and the size just before; this bounds a file that grew since).
+fn read_disk(path: &str, max: u64) -> Result<String, String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {path}: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!(
+            "{path} grew over the {max}-byte read limit (config max_read_bytes)"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| format!("{path} is not valid UTF-8"))
 }

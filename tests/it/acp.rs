@@ -236,6 +236,61 @@ fn write_file_then_edit_file_are_edit_tool_calls_with_diffs() {
     o.assert_clean();
 }
 
+/// Two edits of one file in one round run side by side: each diff starts from the text the
+/// edit itself replaced, so the two chain (the disk holds the last one's `newText`). Reading
+/// the file when a call is announced, or after it is reported, would show one edit's text in
+/// the other's diff.
+#[test]
+fn two_edits_of_one_file_in_one_round_show_diffs_that_chain() {
+    let (home, d, ws) = (Dir::new(), Dir::new(), Dir::new());
+    let original = "alpha\nbeta\n";
+    std::fs::write(ws.join("notes.txt"), original).unwrap();
+    let edit = |old: &str, new: &str| json!({"path": "notes.txt", "edits": [{"oldText": old, "newText": new}]});
+    let agent = scripted(
+        &d,
+        &[
+            call("r1", "read_file", json!({"path": "notes.txt"})),
+            json!({"toolCalls": [
+                {"id": "e1", "name": "edit_file", "arguments": edit("beta", "gamma")},
+                {"id": "e2", "name": "edit_file", "arguments": edit("alpha", "omega")},
+            ]}),
+            json!({"text": "Done."}),
+        ],
+    );
+    let o = go(
+        &home,
+        &agent,
+        json!({"steps": [init(), new_session(&ws), prompt("Edit notes.txt twice")]}),
+    );
+    assert_eq!(o.stop_reason(2), "end_turn", "{}", o.dump());
+    let abs = ws.join("notes.txt").display().to_string();
+    let diffs: Vec<&Value> = ["e1", "e2"]
+        .iter()
+        .map(|id| {
+            let u = o.final_update(2, id);
+            assert_eq!(u["status"], "completed", "{id}\n{}", o.dump());
+            let d = diff_of(&o, u);
+            assert_eq!(d["path"], abs.as_str(), "{}", o.dump());
+            d
+        })
+        .collect();
+    // Whichever ran first replaced the original; the other replaced its text.
+    let (first, second) = if diffs[0]["oldText"] == original {
+        (diffs[0], diffs[1])
+    } else {
+        (diffs[1], diffs[0])
+    };
+    assert_eq!(first["oldText"], original, "{}", o.dump());
+    assert_eq!(second["oldText"], first["newText"], "{}", o.dump());
+    assert_ne!(first["oldText"], first["newText"], "{}", o.dump());
+    assert_eq!(second["newText"], "omega\ngamma\n", "{}", o.dump());
+    assert_eq!(
+        read(&ws.join("notes.txt")).as_deref(),
+        Some("omega\ngamma\n")
+    );
+    o.assert_clean();
+}
+
 /// "every `local` or `destructive` tool call (bash, the writing file tools, …) is put to the
 /// client first": a rejected `write_file` writes nothing; an allowed `edit_file` was asked.
 #[test]

@@ -357,6 +357,46 @@ fn a_binary_or_non_utf8_file_on_disk_is_refused_without_asking_the_host() {
     assert_eq!(l1["data"]["code"], "not_utf8", "{l1}");
 }
 
+/// An editor holds no buffer of a binary file, so `write_file` replacing one whole hashes the
+/// disk's bytes for its version check instead of refusing the file as unreadable text; the
+/// host is not asked to read it and gets the write.
+#[test]
+fn write_file_replaces_a_binary_file_under_host_read_from_its_disk_version() {
+    let ws = Ws::new();
+    let blob: &[u8] = b"PK\x03\x04\x00\x00binary\x00data";
+    ws.put("blob.bin", blob);
+    let version = hex::encode(sha2::Sha256::digest(blob));
+    let mut ed = Editor::default();
+    let mut s = Sidecar::start();
+    let p = turn(
+        json!([
+            call(
+                "stale",
+                "write_file",
+                json!({"path": "blob.bin", "content": "text now\n", "expectedVersion": sha("other")})
+            ),
+            call(
+                "w1",
+                "write_file",
+                json!({"path": "blob.bin", "content": "text now\n", "expectedVersion": version})
+            ),
+            {"text": "done"}
+        ]),
+        &ws,
+        "rec_hfs_replace_binary",
+        json!({"read": true, "write": true}),
+    );
+    let (st, reqs) = run_with(&mut s, p, &mut ed);
+    assert_eq!(st.done["status"], "completed", "{:?}", st.frames);
+    let rec = "rec_hfs_replace_binary";
+    let stale = failed(&mut s, rec, "stale", "conflict");
+    assert_eq!(stale["data"]["currentVersion"], version.as_str(), "{stale}");
+    let b = ok_body(&mut s, rec, "w1");
+    assert_eq!(b["data"]["created"], false, "{b}");
+    assert_eq!(methods(&reqs), ["fs.write_text"], "{reqs:?}");
+    assert_eq!(ed.buffers[&ws.abs("blob.bin")], "text now\n");
+}
+
 #[test]
 fn size_limits_apply_to_the_disk_file_and_to_the_hosts_text() {
     let ws = Ws::new();

@@ -109,12 +109,39 @@ pub(crate) fn load_bytes(
     path: &str,
     max_bytes: u64,
 ) -> Result<(Vec<u8>, std::path::PathBuf), ToolResult> {
+    load(ctx, ws, path, max_bytes, false)
+}
+
+/// As [`load_bytes`], for a file about to be replaced whole (`write_file`): one that is not
+/// text is the disk's bytes rather than refused, since the host holds no buffer of it.
+pub(crate) fn load_bytes_to_replace(
+    ctx: &ToolContext,
+    ws: &Workspace,
+    path: &str,
+    max_bytes: u64,
+) -> Result<(Vec<u8>, std::path::PathBuf), ToolResult> {
+    load(ctx, ws, path, max_bytes, true)
+}
+
+fn load(
+    ctx: &ToolContext,
+    ws: &Workspace,
+    path: &str,
+    max_bytes: u64,
+    binary_from_disk: bool,
+) -> Result<(Vec<u8>, std::path::PathBuf), ToolResult> {
     let (bytes, real) = load_disk_bytes(ws, path, max_bytes)?;
     if !ctx.host_fs.read {
         return Ok((bytes, real));
     }
     // An editor holds text: a binary or non-UTF-8 file is refused as it would be from disk.
-    check_text(&bytes, path)?;
+    if let Err(e) = check_text(&bytes, path) {
+        return if binary_from_disk {
+            Ok((bytes, real))
+        } else {
+            Err(e)
+        };
+    }
     match super::host_io::read(ctx, &real, path, max_bytes) {
         Some(host) => Ok((host?, real)),
         None => Ok((bytes, real)),

@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 use super::FsTool;
 use super::edit::{Edit, apply_edits};
 use super::paths::Workspace;
-use super::read::{load_bytes, load_text, path_failure};
+use super::read::{load_bytes_to_replace, load_text, path_failure};
 use super::state::version_of;
 use super::{FsEnv, fail};
 use crate::tools::{ToolContext, ToolMode, ToolResult};
@@ -121,7 +121,7 @@ pub(crate) fn read_existing_bytes(
     path: &str,
     max_bytes: u64,
 ) -> Result<Option<Vec<u8>>, ToolResult> {
-    match load_bytes(ctx, ws, path, max_bytes) {
+    match load_bytes_to_replace(ctx, ws, path, max_bytes) {
         Ok((bytes, _)) => Ok(Some(bytes)),
         Err(r) if is_not_found(&r) => Ok(None),
         Err(r) => Err(r),
