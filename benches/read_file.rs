@@ -38,6 +38,7 @@ fn bench(c: &mut Criterion) {
     .expect("config")
     .settings();
     settings.max_read_bytes = 64 * 1024 * 1024;
+    let settings = Arc::new(settings);
     let env = FsEnv::new(Arc::new(move || settings.clone()));
     let tool = Arc::new(read::tool(env));
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -87,7 +87,7 @@ impl App {
         }
     }
 
-    pub fn settings(&self) -> Settings {
+    pub fn settings(&self) -> Arc<Settings> {
         self.config.settings()
     }
 
@@ -104,6 +104,7 @@ impl App {
         let exe = self
             .settings()
             .run_code_python
+            .clone()
             .unwrap_or_else(|| "python3".into());
         self.python.get_or_init(|| probe_python(exe)).await.clone()
     }

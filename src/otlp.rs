@@ -434,7 +434,7 @@ pub async fn send(
 
 /// `otlp_auto_export`: a finished turn's trace goes to the configured collector in the
 /// background, with `otlp_privacy_mode`; a failure is logged, never seen by the turn.
-pub fn auto_export(trace: TraceData, settings: crate::config::Settings) {
+pub fn auto_export(trace: TraceData, settings: std::sync::Arc<crate::config::Settings>) {
     let target = match Target::resolve(None, None, &settings) {
         Ok(t) => t,
         Err(e) => {

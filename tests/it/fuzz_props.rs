@@ -946,6 +946,7 @@ proptest! {
         }
         let mut s = settings();
         s.require_read_before_write = false;
+        let s = Arc::new(s);
         let env = outrigger::tools::fs::FsEnv::new(Arc::new(move || s.clone()));
         let tool = Arc::new(outrigger::tools::fs::patch::tool(env));
         let ctx = outrigger::tools::ToolContext::new(dir.path().to_path_buf());

@@ -27,7 +27,7 @@ use paths::Workspace;
 use state::ReadState;
 
 /// Where the file tools read the current settings (config can change at runtime).
-pub type SettingsFn = Arc<dyn Fn() -> Settings + Send + Sync>;
+pub type SettingsFn = Arc<dyn Fn() -> Arc<Settings> + Send + Sync>;
 
 /// What the file tools share: settings, the read-before-write state and the write lock.
 pub struct FsEnv {
@@ -84,7 +84,7 @@ impl FsEnv {
         })
     }
 
-    pub fn settings(&self) -> Settings {
+    pub fn settings(&self) -> Arc<Settings> {
         (self.settings)()
     }
 

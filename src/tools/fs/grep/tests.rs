@@ -76,6 +76,7 @@ fn a_cancelled_call_stops_and_says_so() {
         ..Default::default()
     };
     let settings = crate::config::Config::load(&inputs).unwrap().settings();
+    let settings = Arc::new(settings);
     let env = FsEnv::new(Arc::new(move || settings.clone()));
     let ctx = ToolContext::new(dir.path().to_path_buf());
     let r = run_grep(&env, &ctx, args(json!({"pattern": "needle"})));
