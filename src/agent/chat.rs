@@ -135,11 +135,11 @@ async fn starting_transcript(
         let start = seed::resume(mine, p.system_prompt.as_deref());
         return Ok(Starting::at(record, start, version));
     }
-    let mut host = Vec::with_capacity(p.messages.len() + 1);
+    // The sent messages as they are (moving thousands into a new list faulted in its pages).
+    let mut host = std::mem::take(&mut p.messages);
     if let Some(sp) = &p.system_prompt {
-        host.push(Message::new(Role::System, sp.clone()));
+        host.insert(0, Message::new(Role::System, sp.clone()));
     }
-    host.extend(std::mem::take(&mut p.messages));
     let (mine, version) = transcript(agent, &record).await?.unwrap_or_default();
     let seen = agent
         .transcripts

@@ -340,17 +340,22 @@ pub fn cap_system_prompt(s: &str) -> String {
 /// Validates `agent.chat.stream` (or `.fork`) params in the reference's order: params object
 /// → provider construction → messages → resume → systemPrompt → contentMode.
 /// `configured_root` is config `workspace_root`, the workspace when `cwd` is not given.
+/// `messages` is what the wire decoded of a `messages` member it kept apart from `v`
+/// (`None`: it is in `v`, if anywhere).
 pub fn parse(
     v: &Value,
+    messages: Option<Result<Vec<Message>, crate::strict::Invalid>>,
     settings: LlmSettings,
     method: Method,
     configured_root: Option<&Path>,
 ) -> Result<ChatParams, super::AgentError> {
-    checked(v, settings, method, configured_root).map_err(super::AgentError::InvalidParams)
+    checked(v, messages, settings, method, configured_root)
+        .map_err(super::AgentError::InvalidParams)
 }
 
 fn checked(
     v: &Value,
+    messages: Option<Result<Vec<Message>, crate::strict::Invalid>>,
     settings: LlmSettings,
     method: Method,
     configured_root: Option<&Path>,
@@ -436,9 +441,10 @@ fn checked(
     let orchestration =
         super::orchestrate::parse(obj.get("orchestration"), MAX_MAX_ROUNDS)?.map(Arc::new);
     // Messages.
-    let messages = match obj.get("messages") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(m) => llm::parse_messages(m)?,
+    let messages = match (messages, obj.get("messages")) {
+        (Some(decoded), _) => decoded?,
+        (None, None | Some(Value::Null)) => Vec::new(),
+        (None, Some(m)) => llm::parse_messages(m)?,
     };
     if method == Method::Stream && !raw.resume && messages.is_empty() {
         return Err(
@@ -651,7 +657,7 @@ mod tests {
     use serde_json::json;
 
     fn p(v: Value) -> Result<ChatParams, String> {
-        checked(&v, LlmSettings::default(), Method::Stream, None)
+        checked(&v, None, LlmSettings::default(), Method::Stream, None)
     }
 
     fn scripted(extra: Value) -> Value {

@@ -79,7 +79,7 @@ impl Wire for AnthropicWire {
 
     fn call(&self, req: &LlmRequest) -> Result<HttpCall, LlmError> {
         let body =
-            serde_json::to_vec(&Body::new(req, self.cfg.defaults.as_ref())).map_err(|e| {
+            super::encode_body(&Body::new(req, self.cfg.defaults.as_ref()), req).map_err(|e| {
                 LlmError::Config {
                     message: format!("cannot encode the Anthropic request body: {e}"),
                 }

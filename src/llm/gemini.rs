@@ -46,7 +46,7 @@ impl Wire for GeminiWire {
     fn call(&self, req: &LlmRequest) -> Result<HttpCall, LlmError> {
         let url = stream_url(&self.cfg.base_url, &req.model)?;
         let body =
-            serde_json::to_vec(&Body::new(req, self.cfg.defaults.as_ref())).map_err(|e| {
+            super::encode_body(&Body::new(req, self.cfg.defaults.as_ref()), req).map_err(|e| {
                 LlmError::Config {
                     message: format!("could not write the Gemini request body: {e}"),
                 }

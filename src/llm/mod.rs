@@ -192,6 +192,18 @@ pub use build::{
     DEFAULT_OLLAMA_BASE_URL, DEFAULT_OPENAI_BASE_URL, OPENAI_NAMES, build_provider, provider_for,
 };
 
+/// A request body as JSON, its buffer sized from the request's messages first: grown by
+/// doubling, a long history's body was copied several times over, on fresh pages each time.
+pub(crate) fn encode_body<T: serde::Serialize>(
+    body: &T,
+    req: &LlmRequest,
+) -> serde_json::Result<Vec<u8>> {
+    let estimate: usize = req.messages.iter().map(|m| m.content.len() + 64).sum();
+    let mut out = Vec::with_capacity(estimate.saturating_add(4096));
+    serde_json::to_writer(&mut out, body)?;
+    Ok(out)
+}
+
 /// Parses `messages` (§1.8); the error names the index and the problem.
 pub fn parse_messages(v: &Value) -> Result<Vec<Message>, Invalid> {
     let Value::Array(items) = v else {
@@ -227,6 +239,28 @@ fn parse_message(i: usize, v: &Value) -> Result<Message, String> {
         Err(_) => crate::strict::decode_at::<Message>(v, &at())?,
     };
     let has_content = o.get("content").is_some_and(|c| !c.is_null());
+    required(i, &m, has_content)?;
+    // Output-only: the record assigns seqs.
+    m.seq = None;
+    Ok(m)
+}
+
+/// `messages` from its JSON text in one pass, no `Value` tree (a long history is thousands of
+/// messages, re-sent every turn), when the plain decode settles every message. `None`: decode
+/// it as a `Value` and use [`parse_messages`], which names what is wrong. An empty `content`
+/// is `""`, `null` or missing, which only the object tells apart: where that decides, `None`.
+pub fn parse_messages_text(text: &str) -> Option<Vec<Message>> {
+    let mut list: Vec<Message> = serde_json::from_str(text).ok()?;
+    for (i, m) in list.iter_mut().enumerate() {
+        required(i, m, !m.content.is_empty()).ok()?;
+        m.seq = None;
+    }
+    Some(list)
+}
+
+/// What a message's role needs (`has_content`: `content` is present and not `null`).
+fn required(i: usize, m: &Message, has_content: bool) -> Result<(), String> {
+    let at = || format!("messages[{i}]");
     let role = m.role.as_str();
     match m.role {
         Role::System | Role::User if !has_content && m.parts.is_empty() => Err(format!(
@@ -246,16 +280,103 @@ fn parse_message(i: usize, v: &Value) -> Result<Message, String> {
             at()
         )),
         _ => Ok(()),
-    }?;
-    // Output-only: the record assigns seqs.
-    m.seq = None;
-    Ok(m)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    mod text_path {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// One message's members from a small vocabulary: every content form (`"x"`, `""`,
+        /// `null`, missing), each role, calls, call ids, parts, `seq`, unknown keys, wrong types.
+        fn message() -> impl Strategy<Value = Value> {
+            let role = prop_oneof![
+                Just(json!("user")),
+                Just(json!("assistant")),
+                Just(json!("system")),
+                Just(json!("tool")),
+                Just(json!("wizard")),
+                Just(json!(3)),
+            ];
+            let content = prop_oneof![
+                Just(Some(json!("text"))),
+                Just(Some(json!(""))),
+                Just(Some(Value::Null)),
+                Just(None),
+                Just(Some(json!(["a"]))),
+            ];
+            let calls = prop_oneof![
+                Just(None),
+                Just(Some(json!([]))),
+                Just(Some(
+                    json!([{"id": "c", "name": "f", "arguments": {"a": 1}}])
+                )),
+                Just(Some(json!([{"id": "c", "name": "f", "argumnts": {}}]))),
+            ];
+            let extra = prop_oneof![
+                Just(None),
+                Just(Some(("toolCallId", json!("c")))),
+                Just(Some(("seq", json!(7)))),
+                Just(Some(("parts", json!([{"type": "text", "text": "p"}])))),
+                Just(Some(("reasoningContent", json!("r")))),
+                Just(Some(("text", json!("t")))),
+                Just(Some(("name", json!(5)))),
+            ];
+            (role, content, calls, extra, any::<bool>()).prop_map(
+                |(role, content, calls, extra, not_object)| {
+                    if not_object {
+                        return json!("not an object");
+                    }
+                    let mut o = serde_json::Map::new();
+                    o.insert("role".into(), role);
+                    if let Some(c) = content {
+                        o.insert("content".into(), c);
+                    }
+                    if let Some(c) = calls {
+                        o.insert("toolCalls".into(), c);
+                    }
+                    if let Some((k, v)) = extra {
+                        o.insert(k.into(), v);
+                    }
+                    Value::Object(o)
+                },
+            )
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4_000))]
+            /// The one-pass decode never answers differently from the checked one: what it
+            /// returns the checked decode returns too, and what that refuses it leaves to it.
+            #[test]
+            fn text_decode_agrees_with_the_checked_decode(
+                list in proptest::collection::vec(message(), 0..4),
+            ) {
+                let v = Value::Array(list);
+                let checked = parse_messages(&v);
+                if let Some(fast) = parse_messages_text(&v.to_string()) {
+                    prop_assert_eq!(Ok(fast), checked.map_err(|e| e.0), "{}", v);
+                }
+            }
+        }
+
+        #[test]
+        fn a_plain_history_takes_the_text_path() {
+            let v = json!([
+                {"role": "system", "content": "s"},
+                {"seq": 3, "role": "user", "content": "q"},
+                {"role": "assistant", "content": null, "toolCalls": [{"id": "c", "name": "f", "arguments": {}}]},
+                {"role": "tool", "toolCallId": "c", "content": "{}"},
+                {"role": "assistant", "content": "a"},
+            ]);
+            let fast = parse_messages_text(&v.to_string()).expect("settled in one pass");
+            assert_eq!(Ok(fast), parse_messages(&v).map_err(|e| e.0));
+        }
+    }
 
     /// Serves each of `responses` to one connection, in order, on loopback.
     fn serve(responses: Vec<String>) -> String {

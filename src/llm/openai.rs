@@ -90,12 +90,15 @@ async fn run(
     let mut attempt: u32 = 1;
     let mut swapped_once = false;
     loop {
-        let body = match serde_json::to_vec(&build_body(
+        let body = match super::encode_body(
+            &build_body(
+                &req,
+                &inner.cfg.compat,
+                inner.cfg.defaults.as_ref(),
+                inner.max_field(),
+            ),
             &req,
-            &inner.cfg.compat,
-            inner.cfg.defaults.as_ref(),
-            inner.max_field(),
-        )) {
+        ) {
             Ok(b) => b,
             Err(e) => {
                 let _ = tx

@@ -45,10 +45,13 @@ impl Wire for ResponsesWire {
     }
 
     fn call(&self, req: &LlmRequest) -> Result<HttpCall, LlmError> {
-        let body = serde_json::to_vec(&Body {
+        let body = super::encode_body(
+            &Body {
+                req,
+                defaults: self.cfg.defaults.as_ref(),
+            },
             req,
-            defaults: self.cfg.defaults.as_ref(),
-        })
+        )
         .map_err(|e| LlmError::Config {
             message: format!("could not write the Responses request body: {e}"),
         })?;

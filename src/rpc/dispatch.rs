@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 
 use super::error::{ErrorKind, Outcome, RpcError};
@@ -39,6 +40,7 @@ pub const CONTROL_METHODS: &[&str] = &[
 pub struct Job {
     handler: Handler,
     params: Value,
+    messages: Option<Box<RawValue>>,
     replier: Replier,
 }
 
@@ -83,6 +85,8 @@ impl Replier {
 /// One call as a handler sees it.
 pub struct Call {
     pub params: Value,
+    /// `messages` of a chat method's params, kept as text (`frame::SPLIT_MESSAGES`).
+    pub messages: Option<Box<RawValue>>,
     replier: Replier,
 }
 
@@ -176,17 +180,29 @@ async fn dispatch_batch(app: &Arc<App>, items: Vec<Incoming>) {
 
 async fn handle(app: &Arc<App>, incoming: Incoming, target: impl FnOnce(RawId) -> Target) {
     match incoming {
-        Incoming::Request { id, method, params } => {
+        Incoming::Request {
+            id,
+            method,
+            params,
+            messages,
+        } => {
             // Only requests that can wait in the intake are cancellable by id.
             let key = (!CONTROL_METHODS.contains(&method.as_str())).then(|| id_key(id.get()));
             let replier = Replier::new(Some(target(id)));
             match lookup(app, &method) {
                 None => replier.send(&Err(RpcError::method_not_found(&method))),
-                Some(h) => run(app, &method, key, h, params, replier).await,
+                Some(h) => run(app, &method, key, h, (params, messages), replier).await,
             }
         }
-        Incoming::Notification { method, params } => match lookup(app, &method) {
-            Some(h) => run(app, &method, None, h, params, Replier::new(None)).await,
+        Incoming::Notification {
+            method,
+            params,
+            messages,
+        } => match lookup(app, &method) {
+            Some(h) => {
+                let params = (params, messages);
+                run(app, &method, None, h, params, Replier::new(None)).await
+            }
             None => tracing::debug!("ignoring notification for unknown method '{method}'"),
         },
         Incoming::BadParams {
@@ -230,7 +246,7 @@ async fn run(
     method: &str,
     key: Option<String>,
     handler: Handler,
-    params: Value,
+    (params, messages): (Value, Option<Box<RawValue>>),
     replier: Replier,
 ) {
     if CONTROL_METHODS.contains(&method) {
@@ -239,6 +255,7 @@ async fn run(
             app.clone(),
             Call {
                 params,
+                messages,
                 replier: replier.clone(),
             },
         ));
@@ -252,6 +269,7 @@ async fn run(
     let job = Job {
         handler,
         params,
+        messages,
         replier,
     };
     if let Some((ticket, job)) = app.requests.admit_waiting(key, job).await {
@@ -278,12 +296,14 @@ fn start(app: &Arc<App>, ticket: Ticket, job: Job) {
     let Job {
         handler,
         params,
+        messages,
         replier,
     } = job;
     let fut = CatchPanic(handler(
         app.clone(),
         Call {
             params,
+            messages,
             replier: replier.clone(),
         },
     ));

@@ -23,10 +23,13 @@ pub enum Incoming {
         id: RawId,
         method: String,
         params: Value,
+        /// [`SPLIT_MESSAGES`] methods: `messages`, kept as text out of `params`.
+        messages: Option<Box<RawValue>>,
     },
     Notification {
         method: String,
         params: Value,
+        messages: Option<Box<RawValue>>,
     },
     /// A request (`id` set) or notification whose envelope is valid but whose params do not
     /// decode; a request is answered -32602 with its id, `field` naming the bad value.
@@ -42,10 +45,7 @@ pub enum Incoming {
         outcome: Result<Value, Value>,
     },
     /// Not a valid JSON-RPC message; answered with -32600 (and the id when it was usable).
-    Invalid {
-        id: Option<RawId>,
-        message: String,
-    },
+    Invalid { id: Option<RawId>, message: String },
 }
 
 #[derive(Debug)]
@@ -207,21 +207,37 @@ fn classify_envelope(env: Envelope<'_>) -> Incoming {
                 }
                 id => id,
             };
-            let params = match env.params.map(decode) {
-                None => Value::Null,
-                Some(Ok(v)) => v,
-                Some(Err(bad)) => {
-                    return Incoming::BadParams {
-                        id,
-                        method,
-                        message: format!("Invalid params: {}: {}", bad.field("params"), bad.reason),
-                        field: bad.field("params"),
-                    };
-                }
+            let split = env
+                .params
+                .filter(|_| SPLIT_MESSAGES.contains(&method.as_str()))
+                .and_then(split_messages);
+            let (params, messages) = match split {
+                Some(split) => split,
+                None => match env.params.map(decode) {
+                    None => (Value::Null, None),
+                    Some(Ok(v)) => (v, None),
+                    Some(Err(bad)) => {
+                        return Incoming::BadParams {
+                            id,
+                            method,
+                            message: bad.message("params"),
+                            field: bad.field("params"),
+                        };
+                    }
+                },
             };
             match id {
-                None => Incoming::Notification { method, params },
-                Some(id) => Incoming::Request { id, method, params },
+                None => Incoming::Notification {
+                    method,
+                    params,
+                    messages,
+                },
+                Some(id) => Incoming::Request {
+                    id,
+                    method,
+                    params,
+                    messages,
+                },
             }
         }
         Some(_) => invalid(env.id, "Invalid request: \"method\" must be a string"),
@@ -260,16 +276,68 @@ fn is_version_2(raw: &RawValue) -> bool {
     raw.get() == "\"2.0\"" || serde_json::from_str::<String>(raw.get()).is_ok_and(|s| s == "2.0")
 }
 
+/// Methods whose params keep `messages` as raw text, decoded by the handler straight into
+/// messages: the one member that grows with a conversation (a 6,000-message history through a
+/// `Value` tree, then out of it, was about half a follow-up turn's CPU).
+pub const SPLIT_MESSAGES: [&str; 2] = ["agent.chat.stream", "agent.chat.fork"];
+
+/// A params object as its members but `messages`, which stays text. `None` when any other
+/// member does not decode as it is (a lone surrogate): the whole object then takes the
+/// repairing path of [`decode`].
+fn split_messages(raw: &RawValue) -> Option<(Value, Option<Box<RawValue>>)> {
+    struct Split(serde_json::Map<String, Value>, Option<Box<RawValue>>);
+    impl<'de> Deserialize<'de> for Split {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Split, D::Error> {
+            struct V;
+            impl<'de> serde::de::Visitor<'de> for V {
+                type Value = Split;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> Result<Split, A::Error> {
+                    let mut rest = serde_json::Map::new();
+                    let mut messages = None;
+                    while let Some(key) = map.next_key::<String>()? {
+                        if key == "messages" {
+                            messages = Some(map.next_value::<Box<RawValue>>()?);
+                        } else {
+                            rest.insert(key, map.next_value()?);
+                        }
+                    }
+                    Ok(Split(rest, messages))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    let Split(rest, messages) = serde_json::from_str(raw.get()).ok()?;
+    Some((Value::Object(rest), messages))
+}
+
+/// A member kept as text ([`SPLIT_MESSAGES`]), decoded as params are: lone surrogates
+/// replaced, anything else undecodable named.
+pub fn decode_member(raw: &RawValue) -> Result<Value, Undecodable> {
+    decode(raw)
+}
+
 /// Why a member's raw text did not decode.
 #[derive(Debug)]
-struct Undecodable {
+pub struct Undecodable {
     /// Where inside the member (`serde_path_to_error` form, `.` for the member itself).
     path: String,
     reason: String,
 }
 
 impl Undecodable {
-    fn field(&self, member: &str) -> String {
+    /// `Invalid params: params.x: reason`, as a -32602 names it.
+    pub fn message(&self, member: &str) -> String {
+        format!("Invalid params: {}: {}", self.field(member), self.reason)
+    }
+
+    pub fn field(&self, member: &str) -> String {
         match self.path.as_str() {
             "." | "" => member.to_string(),
             p if p.starts_with('[') => format!("{member}{p}"),
@@ -372,7 +440,9 @@ mod tests {
     #[test]
     fn request_keeps_id_text() {
         match single(r#"{"jsonrpc":"2.0","id":1.50,"method":"m"}"#) {
-            Incoming::Request { id, method, params } => {
+            Incoming::Request {
+                id, method, params, ..
+            } => {
                 assert_eq!(id.get(), "1.50");
                 assert_eq!(method, "m");
                 assert!(params.is_null());

@@ -253,6 +253,7 @@ fn check_request(
             id,
             method: m,
             params,
+            ..
         }) => {
             prop_assert_eq!(id.get(), id_text, "{}", line);
             if let Some(want) = method {
@@ -360,7 +361,7 @@ proptest! {
     ) {
         let line = object_line(&[(js("jsonrpc"), js("2.0")), (js("method"), js(&method))], ws);
         match parse_line(line.as_bytes()) {
-            Line::Single(Incoming::Notification { method: m, params }) => {
+            Line::Single(Incoming::Notification { method: m, params, .. }) => {
                 prop_assert_eq!(m, method);
                 prop_assert!(params.is_null());
             }

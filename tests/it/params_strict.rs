@@ -275,3 +275,149 @@ fn session_messages_round_trip_as_stream_messages() {
     assert_eq!(after[before.len()]["content"], "and the second line?");
     assert_eq!(after[before.len() + 1]["content"], "the needle");
 }
+
+// ---- `messages` as text: what a JSON value cannot carry -------------------------------------
+
+/// Sends `agent.chat.stream` with `params` written as `{REST, "messages": MESSAGES}` (both raw
+/// JSON text, so they can hold what a `Value` cannot: lone surrogates, `1e400`); returns the
+/// response.
+fn stream_raw(s: &mut Sidecar, id: u64, rest: &Value, messages: &str) -> Value {
+    let rest = rest.to_string();
+    let rest = rest.trim_end_matches('}');
+    // One frame is one line.
+    let messages = messages.replace('\n', " ");
+    s.send_raw(
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"agent.chat.stream\",\"params\":{rest},\"messages\":{messages}}}}}\n"
+        )
+        .as_bytes(),
+    );
+    s.response(&json!(id))
+}
+
+/// Asserts the response started a stream and the stream completed.
+fn completes(s: &mut Sidecar, r: &Value) {
+    let id = r["result"]["streamId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no stream: {r}"));
+    assert_eq!(finish(s, id, Vec::new()).done["status"], "completed", "{r}");
+}
+
+fn scripted_rest(chat: &str) -> Value {
+    json!({"provider": "scripted", "model": "m", "script": [{"text": "done"}], "chatId": chat})
+}
+
+/// A long history arrives as text and is decoded straight into messages; what a `Value`
+/// decode repairs or refuses is still repaired or refused the same way, naming the field.
+#[test]
+fn history_messages_keep_the_frame_rules_for_surrogates_and_undecodable_numbers() {
+    let mut s = Sidecar::start();
+    // A lone surrogate inside a message (text cut inside an emoji) becomes U+FFFD.
+    let r = stream_raw(
+        &mut s,
+        1,
+        &scripted_rest("c_sur"),
+        r#"[{"role":"user","content":"cut \ud83d here"}]"#,
+    );
+    completes(&mut s, &r);
+    let m = messages(&mut s, "c_sur");
+    assert_eq!(m[0]["content"], "cut \u{FFFD} here", "{m:?}");
+
+    // A lone surrogate in another member, with a history: both repaired.
+    let mut rest = scripted_rest("c_sur2");
+    rest["systemPrompt"] = json!("PLACEHOLDER");
+    let rest_text = rest.to_string().replace("PLACEHOLDER", "sys \\udc00");
+    s.send_raw(
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"agent.chat.stream\",\"params\":{},\"messages\":[{{\"role\":\"user\",\"content\":\"a \\ud800\"}}]}}}}\n",
+            rest_text.trim_end_matches('}')
+        )
+        .as_bytes(),
+    );
+    let r = s.response(&json!(2));
+    completes(&mut s, &r);
+    let m = messages(&mut s, "c_sur2");
+    assert_eq!(m[0]["content"], "sys \u{FFFD}", "{m:?}");
+    assert_eq!(m[1]["content"], "a \u{FFFD}", "{m:?}");
+
+    // A number beyond f64 in a call's arguments: -32602 with the id, naming the field.
+    let r = stream_raw(
+        &mut s,
+        3,
+        &scripted_rest("c_big"),
+        r#"[{"role":"user","content":"go"},
+            {"role":"assistant","content":null,"toolCalls":[{"id":"k","name":"ls","arguments":{"n":1e400}}]},
+            {"role":"tool","toolCallId":"k","content":"{}"},
+            {"role":"user","content":"again"}]"#,
+    );
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert_eq!(r["error"]["data"]["kind"], "invalid_params", "{r}");
+    assert_eq!(
+        r["error"]["data"]["field"], "params.messages[1].toolCalls[0].arguments.n",
+        "{r}"
+    );
+    let msg = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("params.messages[1]") && msg.contains("out of range"),
+        "{msg}"
+    );
+    // The sidecar keeps serving.
+    assert_eq!(s.ok("system.ping", Value::Null)["status"], "ok");
+}
+
+/// Split or not, the params are checked in the same order and a message's content rules
+/// (`""` is content, `null` and missing are not) hold.
+#[test]
+fn history_messages_are_checked_in_order_with_the_content_rules() {
+    let mut s = Sidecar::start();
+    // A provider that cannot be built is reported before a bad message.
+    let r = stream_raw(
+        &mut s,
+        1,
+        &json!({"provider": "bogus", "model": "m"}),
+        r#"[{"role":"wizard","content":"x"}]"#,
+    );
+    let e = invalid(&r);
+    assert!(e.contains("bogus") && !e.contains("wizard"), "{e}");
+    // Then the message, with the reference's wording.
+    let r = stream_raw(
+        &mut s,
+        2,
+        &scripted_rest("c_role"),
+        r#"[{"role":"wizard","content":"x"}]"#,
+    );
+    assert!(invalid(&r).contains("invalid role: 'wizard'"), "{r}");
+    // An assistant message with "" content and no calls is accepted; null or missing is not.
+    let ok = r#"[{"role":"user","content":"q"},{"role":"assistant","content":""},{"role":"user","content":"q2"}]"#;
+    let r = stream_raw(&mut s, 3, &scripted_rest("c_empty"), ok);
+    completes(&mut s, &r);
+    for (n, bad) in [
+        (
+            4,
+            r#"[{"role":"user","content":"q"},{"role":"assistant","content":null},{"role":"user","content":"q2"}]"#,
+        ),
+        (
+            5,
+            r#"[{"role":"user","content":"q"},{"role":"assistant"},{"role":"user","content":"q2"}]"#,
+        ),
+    ] {
+        let r = stream_raw(&mut s, n, &scripted_rest("c_empty2"), bad);
+        assert_eq!(
+            invalid(&r),
+            "messages[1]: content is required on an assistant message without toolCalls"
+        );
+    }
+    // `messages: null` is no messages.
+    let r = stream_raw(&mut s, 6, &scripted_rest("c_null"), "null");
+    assert!(invalid(&r).contains("messages must not be empty"), "{r}");
+    // A `seq` sent back from `agent.session.messages` is accepted and ignored.
+    let r = stream_raw(
+        &mut s,
+        7,
+        &scripted_rest("c_seq"),
+        r#"[{"seq":41,"role":"user","content":"q"}]"#,
+    );
+    completes(&mut s, &r);
+    let m = messages(&mut s, "c_seq");
+    assert_ne!(m[0]["seq"], 41, "{m:?}");
+}

@@ -9,9 +9,13 @@ use crate::protocol::chat::{CompactResult, SteerParams, SteerResult, StreamRef};
 use crate::agent::chat;
 use crate::agent::params::{self, Method};
 use crate::app::App;
-use crate::llm::LlmSettings;
+use crate::llm::{self, LlmSettings, Message};
 use crate::rpc::dispatch::Call;
 use crate::rpc::error::{Outcome, RpcError, reply};
+use crate::rpc::frame;
+use crate::strict::Invalid;
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// Why steer/compact did not reach a turn.
 const NOT_ACTIVE: &str = "stream_not_active";
@@ -29,8 +33,10 @@ pub async fn fork(app: Arc<App>, call: Call) -> Outcome {
 async fn start(app: Arc<App>, call: Call, method: Method) -> Outcome {
     let all = app.settings();
     let settings = LlmSettings::from_settings(&all);
+    let messages = call.messages.as_deref().map(messages).transpose()?;
     let p = params::parse(
         &call.params,
+        messages,
         settings,
         method,
         all.workspace_root.as_deref(),
@@ -40,6 +46,24 @@ async fn start(app: Arc<App>, call: Call, method: Method) -> Outcome {
     let answer = reply(&prepared.started);
     prepared.launch();
     answer
+}
+
+/// `messages` kept as text by the frame: straight into messages when that settles them,
+/// else through a `Value` as every other member is decoded (an undecodable value answers
+/// -32602 naming its field, as in any params; what is wrong with a message is reported in
+/// the params' checking order).
+fn messages(raw: &RawValue) -> Result<Result<Vec<Message>, Invalid>, RpcError> {
+    if let Some(list) = llm::parse_messages_text(raw.get()) {
+        return Ok(Ok(list));
+    }
+    let member = "params.messages";
+    match frame::decode_member(raw) {
+        Ok(Value::Null) => Ok(Ok(Vec::new())),
+        Ok(v) => Ok(llm::parse_messages(&v)),
+        Err(bad) => {
+            Err(RpcError::invalid_params(bad.message(member)).with("field", bad.field(member)))
+        }
+    }
 }
 
 pub async fn cancel(app: Arc<App>, p: StreamRef) -> Result<(), RpcError> {
