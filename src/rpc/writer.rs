@@ -35,6 +35,9 @@ struct Shared {
 const KEEP_BUFFER_BYTES: usize = 4 << 20;
 /// After a batch this large, free heap pages go back to the kernel (`memory::trim`).
 const TRIM_AFTER_BYTES: usize = 1 << 20;
+/// A frame this large, sent while nothing is queued, becomes the queue rather than being
+/// copied into it; smaller ones are copied, so the queue's buffer is reused.
+const TAKE_WHOLE_BYTES: usize = 64 << 10;
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Queue> {
@@ -116,19 +119,32 @@ const NULL_ID: &str = "null";
 pub fn encode_response(id: Option<&RawValue>, result: &Outcome) -> Vec<u8> {
     let null: Box<RawValue> = RawValue::from_string(NULL_ID.to_string()).unwrap_or_default();
     let id = id.unwrap_or(&null);
-    let bytes = match result {
-        Ok(v) => serde_json::to_vec(&Success {
-            jsonrpc: "2.0",
-            id,
-            result: v,
-        }),
-        Err(e) => serde_json::to_vec(&Failure {
-            jsonrpc: "2.0",
-            id,
-            error: e.to_json(),
-        }),
+    // Sized for the result and the line's newline: a large result (a 10,000-tool list) is
+    // copied once, not through a buffer grown by doubling.
+    let size = result.as_ref().map_or(256, |v| v.get().len()) + id.get().len() + 48;
+    let mut bytes = Vec::with_capacity(size);
+    let written = match result {
+        Ok(v) => serde_json::to_writer(
+            &mut bytes,
+            &Success {
+                jsonrpc: "2.0",
+                id,
+                result: v,
+            },
+        ),
+        Err(e) => serde_json::to_writer(
+            &mut bytes,
+            &Failure {
+                jsonrpc: "2.0",
+                id,
+                error: e.to_json(),
+            },
+        ),
     };
-    escape_separators(bytes.unwrap_or_else(|e| internal_failure(id, &e)))
+    escape_separators(match written {
+        Ok(()) => bytes,
+        Err(e) => internal_failure(id, &e),
+    })
 }
 
 /// A frame that could not be serialized still gets an answer.
@@ -195,11 +211,17 @@ impl Out {
     }
 
     /// Queues one frame (without its newline).
-    pub fn send_bytes(&self, bytes: Vec<u8>) {
+    pub fn send_bytes(&self, mut bytes: Vec<u8>) {
         let wake = {
             let mut q = self.shared.lock();
-            q.buf.extend_from_slice(&bytes);
-            q.buf.push(b'\n');
+            if q.buf.is_empty() && bytes.len() > TAKE_WHOLE_BYTES {
+                // Nothing queued: a large frame becomes the queue instead of being copied in.
+                bytes.push(b'\n');
+                q.buf = bytes;
+            } else {
+                q.buf.extend_from_slice(&bytes);
+                q.buf.push(b'\n');
+            }
             std::mem::take(&mut q.sleeping)
         };
         if wake {
@@ -266,6 +288,51 @@ mod tests {
         assert!(text.contains("a\\u2028b\\u2029c\u{2027}"), "{text}");
         let back: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(back, v);
+    }
+
+    /// A sink the test can read back.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Large frames taken whole into an empty queue and small ones copied in come out in order,
+    /// one per line.
+    #[tokio::test]
+    async fn large_and_small_frames_keep_their_order() {
+        let sink = Shared::default();
+        let (out, _thread) = Out::start(sink.clone());
+        let big = |c: u8| {
+            let mut f = b"{\"a\":\"".to_vec();
+            f.resize(TAKE_WHOLE_BYTES * 2, c);
+            f.extend_from_slice(b"\"}");
+            f
+        };
+        let frames = [
+            big(b'x'),
+            b"{\"n\":1}".to_vec(),
+            big(b'y'),
+            big(b'z'),
+            b"{\"n\":2}".to_vec(),
+        ];
+        for f in &frames {
+            out.send_bytes(f.clone());
+        }
+        out.flush().await;
+        let mut want = Vec::new();
+        for f in &frames {
+            want.extend_from_slice(f);
+            want.push(b'\n');
+        }
+        assert!(*sink.0.lock().unwrap() == want);
     }
 
     #[test]
