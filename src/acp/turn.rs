@@ -506,7 +506,11 @@ impl Files {
                 };
                 content.to_string()
             } else {
-                read_disk(&path, self.max_read_bytes)?
+                // Off the adapter's loop: a file may be up to `max_read_bytes`.
+                let (at, max) = (path.clone(), self.max_read_bytes);
+                tokio::task::spawn_blocking(move || read_disk(&at, max))
+                    .await
+                    .map_err(|e| format!("cannot read {path}: {e}"))??
             };
             if let Some(call) = writing {
                 // Read here, before the sidecar writes: nothing can have changed it yet.
