@@ -169,7 +169,7 @@ pub async fn prompt(state: &Arc<State>, req: &Value) -> Result<&'static str, Fai
     let text = message(&req["prompt"])?;
     let stream = format!("str_{}", crate::store::ids::random_hex(16));
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let (cwd, mut params) = {
+    let (cwd, client, mut params) = {
         let mut sessions = state
             .sessions
             .lock()
@@ -211,7 +211,7 @@ pub async fn prompt(state: &Arc<State>, req: &Value) -> Result<&'static str, Fai
             params.insert("mcp".into(), Value::Array(s.mcp.clone()));
         }
         s.stream = Some(stream.clone());
-        (s.cwd.clone(), params)
+        (s.cwd.clone(), client, params)
     };
     if let Ok(mut r) = state.routes.lock() {
         r.insert(stream.clone(), tx);
@@ -225,7 +225,7 @@ pub async fn prompt(state: &Arc<State>, req: &Value) -> Result<&'static str, Fai
         .await;
     let ran = started.is_ok();
     let outcome = match started {
-        Ok(_) => follow(state, &sid, &cwd, &mut rx).await,
+        Ok(_) => follow(state, &sid, &cwd, client, &mut rx).await,
         Err(e) => Err(sidecar_error(e)),
     };
     if let Ok(mut r) = state.routes.lock() {
@@ -241,17 +241,19 @@ pub async fn prompt(state: &Arc<State>, req: &Value) -> Result<&'static str, Fai
     outcome
 }
 
-/// Follows the turn's frames until `stream.done`.
+/// Follows the turn's frames until `stream.done`; `client` is what of `hostFs` the editor serves
+/// (the rest of the reads are ours, from the disk).
 async fn follow(
     state: &Arc<State>,
     sid: &str,
     cwd: &std::path::Path,
+    client: HostFsParam,
     rx: &mut mpsc::UnboundedReceiver<Incoming>,
 ) -> Result<&'static str, Fail> {
     let editor = &state.editor;
     let mut calls: HashMap<String, Pending> = HashMap::new();
     let mut files = Files {
-        client: state.fs.lock().map(|f| *f).unwrap_or_default(),
+        client,
         max_read_bytes: state.max_read_bytes,
         seen: HashMap::new(),
         written: HashMap::new(),
