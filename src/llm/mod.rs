@@ -246,13 +246,22 @@ fn parse_message(i: usize, v: &Value) -> Result<Message, String> {
 }
 
 /// `messages` from its JSON text in one pass, no `Value` tree (a long history is thousands of
-/// messages, re-sent every turn), when the plain decode settles every message. `None`: decode
-/// it as a `Value` and use [`parse_messages`], which names what is wrong. An empty `content`
-/// is `""`, `null` or missing, which only the object tells apart: where that decides, `None`.
+/// messages, re-sent every turn). `None` when something is wrong: decode it as a `Value` and
+/// use [`parse_messages`], which names what. An empty `content` is `""`, `null` or missing,
+/// which only the object tells apart: where that decides, that one message is checked the
+/// `Value` way (a history with one empty answer keeps the one pass for the rest).
 pub fn parse_messages_text(text: &str) -> Option<Vec<Message>> {
     let mut list: Vec<Message> = serde_json::from_str(text).ok()?;
+    let mut items: Option<Vec<&serde_json::value::RawValue>> = None;
     for (i, m) in list.iter_mut().enumerate() {
-        required(i, m, !m.content.is_empty()).ok()?;
+        if required(i, m, !m.content.is_empty()).is_err() {
+            let items = match &mut items {
+                Some(items) => items,
+                None => items.insert(serde_json::from_str(text).ok()?),
+            };
+            let v: Value = serde_json::from_str(items.get(i)?.get()).ok()?;
+            *m = parse_message(i, &v).ok()?;
+        }
         m.seq = None;
     }
     Some(list)
@@ -375,6 +384,29 @@ mod tests {
             ]);
             let fast = parse_messages_text(&v.to_string()).expect("settled in one pass");
             assert_eq!(Ok(fast), parse_messages(&v).map_err(|e| e.0));
+        }
+
+        /// Where content is required, `""` is content and `null` or missing is not; the
+        /// message whose empty content decides is checked on its own object, the others stay
+        /// in the one pass.
+        #[test]
+        fn an_empty_content_is_decided_by_its_own_object() {
+            let ok = json!([
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": ""},
+                {"seq": 4, "role": "user", "content": "q2"},
+            ]);
+            let fast = parse_messages_text(&ok.to_string()).expect("settled");
+            assert_eq!(Ok(fast), parse_messages(&ok).map_err(|e| e.0));
+            for content in [Some(json!(null)), None] {
+                let mut m = json!({"role": "assistant"});
+                if let Some(c) = content {
+                    m["content"] = c;
+                }
+                let bad = json!([{"role": "user", "content": "q"}, m]);
+                assert_eq!(parse_messages_text(&bad.to_string()), None, "{bad}");
+                assert!(parse_messages(&bad).is_err(), "{bad}");
+            }
         }
     }
 
