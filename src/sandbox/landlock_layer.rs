@@ -38,81 +38,181 @@ pub fn kernel_abi() -> i32 {
 
 /// Restricts the calling process (and everything it later execs or forks).
 pub fn apply(policy: &Policy, tmp_dir: Option<&Path>) -> Result<(), String> {
-    let err = |what: &str, e: &dyn std::fmt::Display| format!("landlock: {what}: {e}");
-    let all = AccessFs::from_all(TARGET_ABI);
-    let read = AccessFs::from_read(TARGET_ABI);
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(all)
-        .map_err(|e| err("handling filesystem access", &e))?;
-    let mut scopes: BitFlags<Scope> = Scope::Signal.into();
-    if !policy.network {
-        ruleset = ruleset
-            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
-            .map_err(|e| err("handling TCP access", &e))?;
-        scopes |= Scope::AbstractUnixSocket;
+    let mut built = Built::new(policy)?;
+    if let Some(t) = tmp_dir {
+        built.add_root(t)?;
     }
-    ruleset = ruleset
-        .scope(scopes)
-        .map_err(|e| err("adding scopes", &e))?;
-    let mut created = ruleset
-        .create()
-        .map_err(|e| err("creating the ruleset", &e))?;
+    built.restrict()
+}
 
-    let hidden: Vec<PathBuf> = policy.hidden_paths.iter().map(|p| canonical(p)).collect();
-    let mut rules: Vec<Rule> = Vec::new();
-    // Directory listings everywhere (names only); file contents and exec via the expansion.
-    rules.push((PathBuf::from("/"), AccessFs::ReadDir.into(), true));
-    grant(Path::new("/"), read, &hidden, &mut rules, true);
-    // Read-only exceptions inside hidden paths (this session's spill files, a plugin's dir).
-    for p in &policy.revealed_paths {
-        let c = canonical(p);
-        if let Ok(m) = std::fs::metadata(&c) {
-            rules.push((c, read, m.is_dir()));
+fn err(what: &str, e: &dyn std::fmt::Display) -> String {
+    format!("landlock: {what}: {e}")
+}
+
+/// A directory the walk listed, as it was then: a listing taken ahead of time (a warm spare
+/// builds its rules before the command is known) is only used while none of these changed.
+#[derive(PartialEq, Debug)]
+struct Listed {
+    path: PathBuf,
+    stamp: Option<Stamp>,
+}
+
+/// Identity and modification time of a directory. A change of its entries moves `mtime`.
+#[derive(PartialEq, Debug, Clone, Copy)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+}
+
+/// File timestamps come from a coarse clock: a directory changed within this long before
+/// its listing could change again without its mtime moving, so such a listing is never
+/// trusted later.
+const COARSE_CLOCK: std::time::Duration = std::time::Duration::from_millis(50);
+
+fn stamp(p: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).ok()?;
+    Some(Stamp {
+        dev: m.dev(),
+        ino: m.ino(),
+        mtime: m.mtime(),
+        mtime_nsec: m.mtime_nsec(),
+    })
+}
+
+/// A ruleset with its rules added but not yet enforced, and what its listing saw.
+pub struct Built {
+    ruleset: landlock::RulesetCreated,
+    hidden: Vec<PathBuf>,
+    listed: Vec<Listed>,
+}
+
+impl Built {
+    /// Creates the ruleset for `policy` (everything but the private temp dir).
+    pub fn new(policy: &Policy) -> Result<Built, String> {
+        let all = AccessFs::from_all(TARGET_ABI);
+        let read = AccessFs::from_read(TARGET_ABI);
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::BestEffort)
+            .handle_access(all)
+            .map_err(|e| err("handling filesystem access", &e))?;
+        let mut scopes: BitFlags<Scope> = Scope::Signal.into();
+        if !policy.network {
+            ruleset = ruleset
+                .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+                .map_err(|e| err("handling TCP access", &e))?;
+            scopes |= Scope::AbstractUnixSocket;
         }
-    }
-    for root in policy
-        .writable_roots
-        .iter()
-        .map(PathBuf::as_path)
-        .chain(tmp_dir)
-    {
-        let root = canonical(root);
-        if let Ok(m) = std::fs::metadata(&root) {
-            grant(&root, all, &hidden, &mut rules, m.is_dir());
+        ruleset = ruleset
+            .scope(scopes)
+            .map_err(|e| err("adding scopes", &e))?;
+        let created = ruleset
+            .create()
+            .map_err(|e| err("creating the ruleset", &e))?;
+        let hidden: Vec<PathBuf> = policy.hidden_paths.iter().map(|p| canonical(p)).collect();
+        let started = std::time::SystemTime::now();
+        let mut walk = Walk::default();
+        // Directory listings everywhere (names only); file contents and exec via the expansion.
+        walk.rules
+            .push((PathBuf::from("/"), AccessFs::ReadDir.into(), true));
+        walk.grant(Path::new("/"), read, &hidden, true);
+        // Read-only exceptions inside hidden paths (this session's spill files, a plugin's dir).
+        for p in &policy.revealed_paths {
+            let c = canonical(p);
+            if let Ok(m) = std::fs::metadata(&c) {
+                walk.rules.push((c, read, m.is_dir()));
+            }
         }
-    }
-    for dev in WRITABLE_DEVICES {
-        rules.push((
-            PathBuf::from(dev),
-            AccessFs::ReadFile | AccessFs::WriteFile,
-            false,
-        ));
-    }
-    for (path, access, is_dir) in rules {
-        let Ok(fd) = PathFd::new(&path) else {
-            // Vanished since it was listed, or unopenable: nothing to grant.
-            continue;
+        for root in &policy.writable_roots {
+            walk.root(root, all, &hidden);
+        }
+        for dev in WRITABLE_DEVICES {
+            walk.rules.push((
+                PathBuf::from(dev),
+                AccessFs::ReadFile | AccessFs::WriteFile,
+                false,
+            ));
+        }
+        let mut built = Built {
+            ruleset: created,
+            hidden,
+            listed: Vec::new(),
         };
-        let access = if is_dir {
-            access
-        } else {
-            access & AccessFs::from_file(TARGET_ABI)
-        };
-        if access.is_empty() {
-            continue;
+        built.add(walk.rules)?;
+        // A listing the coarse clock cannot vouch for is marked unknown: never fresh.
+        let trusted = started.checked_sub(COARSE_CLOCK);
+        built.listed = walk
+            .listed
+            .into_iter()
+            .map(|path| {
+                let stamp = stamp(&path).filter(|s| {
+                    let mtime = std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(
+                        u64::try_from(s.mtime).unwrap_or(0),
+                        u32::try_from(s.mtime_nsec).unwrap_or(0),
+                    ));
+                    matches!((mtime, trusted), (Some(m), Some(t)) if m < t)
+                });
+                Listed { path, stamp }
+            })
+            .collect();
+        Ok(built)
+    }
+
+    /// Whether the rules still say what a walk now would: every directory the walk listed
+    /// is the same directory, unchanged, and the hidden paths resolve as they did. Revealed
+    /// paths and writable roots are not listed; the caller compares those itself.
+    pub fn fresh(&self, policy: &Policy) -> bool {
+        self.listed
+            .iter()
+            .all(|l| l.stamp.is_some() && stamp(&l.path) == l.stamp)
+            && policy
+                .hidden_paths
+                .iter()
+                .map(|p| canonical(p))
+                .eq(self.hidden.iter().cloned())
+    }
+
+    /// Grants everything beneath `root` (the private temp dir), but for hidden paths.
+    pub fn add_root(&mut self, root: &Path) -> Result<(), String> {
+        let mut walk = Walk::default();
+        walk.root(root, AccessFs::from_all(TARGET_ABI), &self.hidden);
+        self.add(walk.rules)
+    }
+
+    fn add(&mut self, rules: Vec<Rule>) -> Result<(), String> {
+        for (path, access, is_dir) in rules {
+            let Ok(fd) = PathFd::new(&path) else {
+                // Vanished since it was listed, or unopenable: nothing to grant.
+                continue;
+            };
+            let access = if is_dir {
+                access
+            } else {
+                access & AccessFs::from_file(TARGET_ABI)
+            };
+            if access.is_empty() {
+                continue;
+            }
+            (&mut self.ruleset)
+                .add_rule(PathBeneath::new(fd, access))
+                .map_err(|e| err(&format!("adding a rule for {}", path.display()), &e))?;
         }
-        created = created
-            .add_rule(PathBeneath::new(fd, access))
-            .map_err(|e| err(&format!("adding a rule for {}", path.display()), &e))?;
+        Ok(())
     }
-    let status = created
-        .restrict_self()
-        .map_err(|e| err("restricting the process", &e))?;
-    if status.ruleset == RulesetStatus::NotEnforced {
-        return Err("landlock: the kernel enforced none of the ruleset".into());
+
+    /// Enforces the ruleset on the calling process.
+    pub fn restrict(self) -> Result<(), String> {
+        let status = self
+            .ruleset
+            .restrict_self()
+            .map_err(|e| err("restricting the process", &e))?;
+        if status.ruleset == RulesetStatus::NotEnforced {
+            return Err("landlock: the kernel enforced none of the ruleset".into());
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// `p` with symlinks resolved; a path that does not exist yet keeps its missing tail on the
@@ -131,49 +231,62 @@ pub fn canonical(p: &Path) -> PathBuf {
 /// applying the rules costs no `stat` per path).
 type Rule = (PathBuf, BitFlags<AccessFs>, bool);
 
-/// Grants `access` beneath `dir`, except beneath any of `hidden`: where a hidden path lies
-/// inside, `dir` itself gets no rule and each child is granted (recursively) instead.
-fn grant(
-    dir: &Path,
-    access: BitFlags<AccessFs>,
-    hidden: &[PathBuf],
-    out: &mut Vec<Rule>,
-    is_dir: bool,
-) {
-    // A root inside a hidden path (a writable root named there) gets nothing.
-    if hidden.iter().any(|h| dir.starts_with(h)) {
-        return;
-    }
-    let inside: Vec<PathBuf> = hidden
-        .iter()
-        .filter(|h| h.starts_with(dir))
-        .cloned()
-        .collect();
-    if inside.is_empty() {
-        out.push((dir.to_path_buf(), access, is_dir));
-        return;
-    }
-    if inside.iter().any(|h| h == dir) {
-        return;
-    }
-    // Unlistable: grant nothing below rather than risk granting a hidden path.
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        // The type from the listing itself (`d_type`; std falls back to lstat where the
-        // filesystem does not fill it): no stat per entry.
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        if kind.is_symlink() {
-            continue;
+/// Rules gathered by a walk, and the directories it listed to find them.
+#[derive(Default)]
+struct Walk {
+    rules: Vec<Rule>,
+    listed: Vec<PathBuf>,
+}
+
+impl Walk {
+    /// Grants `access` beneath the existing `root`, but for hidden paths.
+    fn root(&mut self, root: &Path, access: BitFlags<AccessFs>, hidden: &[PathBuf]) {
+        let root = canonical(root);
+        if let Ok(m) = std::fs::metadata(&root) {
+            self.grant(&root, access, hidden, m.is_dir());
         }
-        let path = entry.path();
-        if kind.is_dir() {
-            grant(&path, access, &inside, out, true);
-        } else if !inside.contains(&path) {
-            out.push((path, access, false));
+    }
+
+    /// Grants `access` beneath `dir`, except beneath any of `hidden`: where a hidden path
+    /// lies inside, `dir` itself gets no rule and each child is granted (recursively)
+    /// instead.
+    fn grant(&mut self, dir: &Path, access: BitFlags<AccessFs>, hidden: &[PathBuf], is_dir: bool) {
+        // A root inside a hidden path (a writable root named there) gets nothing.
+        if hidden.iter().any(|h| dir.starts_with(h)) {
+            return;
+        }
+        let inside: Vec<PathBuf> = hidden
+            .iter()
+            .filter(|h| h.starts_with(dir))
+            .cloned()
+            .collect();
+        if inside.is_empty() {
+            self.rules.push((dir.to_path_buf(), access, is_dir));
+            return;
+        }
+        if inside.iter().any(|h| h == dir) {
+            return;
+        }
+        self.listed.push(dir.to_path_buf());
+        // Unlistable: grant nothing below rather than risk granting a hidden path.
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            // The type from the listing itself (`d_type`; std falls back to lstat where the
+            // filesystem does not fill it): no stat per entry.
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_symlink() {
+                continue;
+            }
+            let path = entry.path();
+            if kind.is_dir() {
+                self.grant(&path, access, &inside, true);
+            } else if !inside.contains(&path) {
+                self.rules.push((path, access, false));
+            }
         }
     }
 }
@@ -191,27 +304,26 @@ mod tests {
         std::fs::write(root.join("a/file"), "x").unwrap();
         std::fs::create_dir_all(root.join("b")).unwrap();
         std::os::unix::fs::symlink(root.join("a/secret"), root.join("link")).unwrap();
-        let mut out = Vec::new();
-        grant(
+        let mut out = Walk::default();
+        out.grant(
             &root,
             AccessFs::ReadFile.into(),
             &[root.join("a/secret")],
-            &mut out,
             true,
         );
-        let mut beneath = Vec::new();
-        grant(
+        let mut beneath = Walk::default();
+        beneath.grant(
             &root.join("a/secret/deeper"),
             AccessFs::ReadFile.into(),
             &[root.join("a/secret")],
-            &mut beneath,
             true,
         );
         assert!(
-            beneath.is_empty(),
+            beneath.rules.is_empty() && beneath.listed.is_empty(),
             "a root beneath a hidden path gets nothing"
         );
-        let mut paths: Vec<PathBuf> = out.into_iter().map(|(p, _, _)| p).collect();
+        assert_eq!(out.listed, vec![root.clone(), root.join("a")]);
+        let mut paths: Vec<PathBuf> = out.rules.into_iter().map(|(p, _, _)| p).collect();
         paths.sort();
         assert_eq!(
             paths,

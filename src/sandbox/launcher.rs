@@ -134,7 +134,11 @@ fn set_death_signal(sig: libc::c_int) -> Result<(), String> {
     Ok(())
 }
 
-fn launch(spec: &LaunchSpec, argv: &[OsString]) -> Result<i32, String> {
+/// What every launch does before the command is known: its own process group, the death
+/// signal, the parent check, and (with `layers.namespaces`) the namespaces, inside which
+/// the death signal and the parent are checked again. Returns whether the command gets a
+/// PID namespace (then an init child must be forked; see [`fork_init`]).
+pub(super) fn prologue(spec: &LaunchSpec) -> Result<bool, String> {
     let layers = spec.layers;
     let pidns = layers.namespaces && layers.pid_namespace;
     // SAFETY: setpgid on ourselves; EPERM (already a group leader) is fine.
@@ -159,7 +163,6 @@ fn launch(spec: &LaunchSpec, argv: &[OsString]) -> Result<i32, String> {
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT] {
         set_handler(sig, noop as *const () as libc::sighandler_t);
     }
-
     if layers.namespaces {
         namespaces::enter(&namespaces::Request {
             network: spec.policy.network || !layers.net_namespace,
@@ -171,6 +174,13 @@ fn launch(spec: &LaunchSpec, argv: &[OsString]) -> Result<i32, String> {
         // Credentials changed: make sure the death signal survived.
         set_death_signal(death)?;
         check_parent(spec.parent)?;
+    }
+    Ok(pidns)
+}
+
+fn launch(spec: &LaunchSpec, argv: &[OsString]) -> Result<i32, String> {
+    let pidns = prologue(spec)?;
+    if spec.layers.namespaces {
         limit_processes(spec.max_processes)?;
     }
     // In PID-namespace mode the init child restricts itself (after mounting its own /proc,
@@ -178,36 +188,19 @@ fn launch(spec: &LaunchSpec, argv: &[OsString]) -> Result<i32, String> {
     if !pidns {
         restrict(spec)?;
     }
-
-    let args: Vec<CString> = argv
-        .iter()
-        .map(|a| CString::new(a.as_bytes()))
-        .collect::<Result<_, _>>()
-        .map_err(|_| "an argument contains a NUL byte".to_string())?;
-
+    let args = c_args(argv)?;
     if pidns {
-        // A pipe the init child polls: EOF means we died before its death signal was armed.
-        let mut fds = [0; 2];
-        // SAFETY: valid out-array.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(format!("pipe: {}", std::io::Error::last_os_error()));
-        }
-        // SAFETY: single-threaded process; the child only runs our code below.
-        match unsafe { libc::fork() } {
-            -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
-            0 => {
-                // SAFETY: closing our copy of the write end.
-                unsafe { libc::close(fds[1]) };
-                let code = run_init(spec, &args, fds[0]);
-                // SAFETY: leave without running our parent's atexit handlers.
-                unsafe { libc::_exit(code) }
+        let init = fork_init(|alive| {
+            if !init_start(alive) {
+                return LAUNCH_FAILED;
             }
-            init => {
-                // SAFETY: closing our copy of the read end.
-                unsafe { libc::close(fds[0]) };
-                Ok(wait_for(init))
+            if let Err(msg) = restrict(spec) {
+                eprintln!("{ERROR_PREFIX} {msg}");
+                return LAUNCH_FAILED;
             }
-        }
+            init_run(&args)
+        })?;
+        Ok(wait_for(init))
     } else {
         // SAFETY: getpid cannot fail.
         let me = unsafe { libc::getpid() };
@@ -228,10 +221,44 @@ fn launch(spec: &LaunchSpec, argv: &[OsString]) -> Result<i32, String> {
     }
 }
 
+/// `argv` as C strings.
+pub(super) fn c_args(argv: &[OsString]) -> Result<Vec<CString>, String> {
+    argv.iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| "an argument contains a NUL byte".to_string())
+}
+
+/// Forks pid 1 of the new PID namespace, which runs `init` (given the read end of a pipe
+/// that reads EOF if we die; see [`init_start`]) and exits with what it returns.
+pub(super) fn fork_init(init: impl FnOnce(libc::c_int) -> i32) -> Result<libc::pid_t, String> {
+    let mut fds = [0; 2];
+    // SAFETY: valid out-array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: single-threaded process; the child only runs our code below.
+    match unsafe { libc::fork() } {
+        -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
+        0 => {
+            // SAFETY: closing our copy of the write end.
+            unsafe { libc::close(fds[1]) };
+            let code = init(fds[0]);
+            // SAFETY: leave without running our parent's atexit handlers.
+            unsafe { libc::_exit(code) }
+        }
+        pid => {
+            // SAFETY: closing our copy of the read end.
+            unsafe { libc::close(fds[0]) };
+            Ok(pid)
+        }
+    }
+}
+
 /// `RLIMIT_NPROC` for the command's tree. Called inside the new user namespace, where the
 /// kernel counts the namespaced uid's processes only (just us so far), so the limit binds
 /// this command alone; set before it, it would count all of the user's processes.
-fn limit_processes(max: Option<u32>) -> Result<(), String> {
+pub(super) fn limit_processes(max: Option<u32>) -> Result<(), String> {
     let Some(max) = max else {
         return Ok(());
     };
@@ -259,7 +286,6 @@ fn check_parent(expected: i32) -> Result<(), String> {
     Ok(())
 }
 
-/// Pid 1 of the new namespace: start the command, reap everything, exit with its status.
 /// Landlock then seccomp, as the spec's layers say.
 fn restrict(spec: &LaunchSpec) -> Result<(), String> {
     if spec.layers.landlock {
@@ -271,12 +297,13 @@ fn restrict(spec: &LaunchSpec) -> Result<(), String> {
     Ok(())
 }
 
-fn run_init(spec: &LaunchSpec, args: &[CString], alive: libc::c_int) -> i32 {
+/// Pid 1's start: the death signal, the check that the launcher is still there, and our
+/// own `/proc`. False: the launcher is gone.
+pub(super) fn init_start(alive: libc::c_int) -> bool {
     if set_death_signal(libc::SIGKILL).is_err() {
-        return LAUNCH_FAILED;
+        return false;
     }
     // Our parent is outside the namespace (getppid() reads 0), so ask the pipe instead.
-    // SAFETY: non-blocking poll on our own descriptor.
     let mut pfd = libc::pollfd {
         fd: alive,
         events: libc::POLLIN,
@@ -284,34 +311,25 @@ fn run_init(spec: &LaunchSpec, args: &[CString], alive: libc::c_int) -> i32 {
     };
     // SAFETY: `pfd` is a valid pollfd for the call's duration; a zero timeout never blocks.
     if unsafe { libc::poll(&mut pfd, 1, 0) } != 0 {
-        return LAUNCH_FAILED;
+        return false;
     }
     // SAFETY: done with the pipe.
     unsafe { libc::close(alive) };
     // Our own /proc: the command sees its namespace's processes, not the host's. Best effort
     // (a container that masks parts of /proc refuses it); it is not an enforcement layer.
     namespaces::mount_proc();
-    if let Err(msg) = restrict(spec) {
-        eprintln!("{ERROR_PREFIX} {msg}");
-        return LAUNCH_FAILED;
-    }
+    true
+}
+
+/// Pid 1, restricted: starts the command, reaps everything, returns the command's status.
+pub(super) fn init_run(args: &[CString]) -> i32 {
     // SAFETY: single-threaded.
     let cmd = match unsafe { libc::fork() } {
         -1 => return LAUNCH_FAILED,
         0 => exec(args),
         pid => pid,
     };
-    loop {
-        let mut status = 0;
-        // SAFETY: valid out-pointer.
-        let r = unsafe { libc::waitpid(-1, &mut status, 0) };
-        if r == cmd {
-            return decode(status);
-        }
-        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return LAUNCH_FAILED;
-        }
-    }
+    wait_for(cmd)
 }
 
 /// Becomes the command. Never returns.
@@ -345,7 +363,7 @@ pub(super) fn exec_or_report(args: &[CString], report: impl FnOnce(i32)) -> ! {
 
 /// Waits for `pid` (reaping adopted orphans on the way) and returns its status as an exit
 /// code: the code itself, or 128 + the signal.
-fn wait_for(pid: libc::pid_t) -> i32 {
+pub(super) fn wait_for(pid: libc::pid_t) -> i32 {
     loop {
         let mut status = 0;
         // SAFETY: valid out-pointer.

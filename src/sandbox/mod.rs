@@ -5,6 +5,7 @@
 //! `{backend, enforcement}` marker each result carries, and the resolution of a call's
 //! request against the config into a launch spec.
 
+mod ahead;
 pub mod capture;
 pub mod cgroup;
 pub mod gitconfig;

@@ -12,10 +12,15 @@
 //! replacement takes over the cgroup the command did not need), let go after
 //! `sandbox_warm_idle_ms` unused.
 //!
-//! Reply on fd 3 (a socket, closed by `exec`): `A` when the order was accepted, then EOF
+//! When the last two sandboxed commands had the same policy, the spare is also told that
+//! policy once the command before it is over, and confines itself ahead (see
+//! [`super::ahead`]); it then serves that policy only.
+//!
+//! Messages on fd 3: `P` + length + launch spec (JSON; at most once, first), `O` + length +
+//! order. Reply (the socket is closed by `exec`): `A` when the order was accepted, then EOF
 //! when the command (or the launcher) runs, or the 4-byte errno of a failed `exec`;
-//! `E` + errno when `chdir` failed. Nothing at all: the spare died, and the caller starts
-//! the command cold instead.
+//! `E` + errno when `chdir` failed; `S` when what the spare prepared no longer fits. `S` or
+//! nothing at all (the spare died): the caller starts the command cold instead.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -29,6 +34,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
+use super::ahead::{self, Ahead};
 use super::cgroup::{CommandCgroup, join_in_child};
 use super::launcher::{self, ERROR_PREFIX, LAUNCH_FAILED};
 use super::policy::LaunchSpec;
@@ -39,6 +45,10 @@ pub const SUBCOMMAND: &str = "__spawn-spare";
 const ORDER_FD: libc::c_int = 3;
 /// An order larger than this is refused (argv and environment are bounded far below it).
 const MAX_ORDER: usize = 64 << 20;
+/// Message tags on the order socket: the order, and the launch spec to prepare for ahead
+/// (see [`super::ahead`]), which comes first when sent at all.
+const ORDER: u8 = b'O';
+const PREPARE: u8 = b'P';
 
 /// What the spare is to become.
 pub struct Order<'a> {
@@ -60,7 +70,7 @@ fn put(buf: &mut Vec<u8>, bytes: &[u8]) {
 
 impl Order<'_> {
     fn encode(&self) -> Result<Vec<u8>, String> {
-        let mut b = vec![0u8; 4];
+        let mut b = vec![ORDER, 0, 0, 0, 0];
         let launch = match self.launch {
             Some(l) => serde_json::to_vec(l).map_err(|e| e.to_string())?,
             None => Vec::new(),
@@ -77,13 +87,13 @@ impl Order<'_> {
             put(&mut b, k.as_bytes());
             put(&mut b, v.as_bytes());
         }
-        let len = b.len() - 4;
+        let len = b.len() - 5;
         if len > MAX_ORDER {
             return Err(format!(
                 "the spawn order is {len} bytes (limit {MAX_ORDER})"
             ));
         }
-        b[..4].copy_from_slice(&(len as u32).to_le_bytes());
+        b[1..5].copy_from_slice(&(len as u32).to_le_bytes());
         Ok(b)
     }
 }
@@ -213,39 +223,112 @@ fn spare_main(parent: i32, procs: Option<CString>) -> i32 {
     {
         return LAUNCH_FAILED;
     }
-    let mut len = [0u8; 4];
-    if !read_exact(&mut len) {
-        return 0; // let go unused
+    match read_message() {
+        Message::Order(order) => become_command(order),
+        Message::Prepare(spec) => prepared(spec),
+        Message::None => 0, // let go unused
+        Message::Bad => LAUNCH_FAILED,
     }
-    let len = u32::from_le_bytes(len) as usize;
+}
+
+enum Message {
+    Order(Box<Received>),
+    Prepare(LaunchSpec),
+    /// The socket closed before a message: the spare was let go.
+    None,
+    Bad,
+}
+
+fn read_message() -> Message {
+    let mut head = [0u8; 5];
+    if !read_exact(&mut head[..1]) {
+        return Message::None;
+    }
+    if !read_exact(&mut head[1..]) {
+        return Message::Bad;
+    }
+    let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
     if len > MAX_ORDER {
-        return LAUNCH_FAILED;
+        return Message::Bad;
     }
     let mut body = vec![0u8; len];
     if !read_exact(&mut body) {
-        return LAUNCH_FAILED;
+        return Message::Bad;
     }
-    let order = match decode(&body) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("{ERROR_PREFIX} {e}");
-            return LAUNCH_FAILED;
-        }
+    let decoded = match head[0] {
+        ORDER => decode(&body).map(|o| Message::Order(Box::new(o))),
+        PREPARE => serde_json::from_slice(&body)
+            .map(Message::Prepare)
+            .map_err(|e| format!("launch spec: {e}")),
+        _ => Err("the spawn order has an unknown tag".into()),
     };
-    drop(body);
-    become_command(order)
+    decoded.unwrap_or_else(|e| {
+        eprintln!("{ERROR_PREFIX} {e}");
+        Message::Bad
+    })
 }
 
-fn become_command(order: Received) -> i32 {
-    reply(b"A");
-    let Ok(cwd) = CString::new(order.cwd.into_os_string().into_vec()) else {
-        reply_error(b'E', libc::EINVAL);
+/// A spare told its next command's policy: enters the namespaces and forks init, which
+/// prepares the rest and then waits for the order (see [`super::ahead`]). A failure here
+/// ends the spare without a reply, so the command starts cold and reports it.
+fn prepared(spec: LaunchSpec) -> i32 {
+    if !ahead::preparable(&spec) || launcher::prologue(&spec).is_err() {
         return LAUNCH_FAILED;
+    }
+    let init = launcher::fork_init(|alive| {
+        if !launcher::init_start(alive) {
+            return LAUNCH_FAILED;
+        }
+        let Ok(ready) = Ahead::prepare(spec) else {
+            return LAUNCH_FAILED;
+        };
+        let order = match read_message() {
+            Message::Order(o) => o,
+            Message::None => return 0,
+            _ => return LAUNCH_FAILED,
+        };
+        let Some(launch) = order.launch.as_ref().filter(|l| ready.serves(l)) else {
+            // Changed since it was prepared: the sidecar starts the command cold.
+            reply(b"S");
+            return LAUNCH_FAILED;
+        };
+        let args = match launcher::c_args(&order.argv) {
+            Ok(a) => a,
+            Err(_) => {
+                reply(b"S");
+                return LAUNCH_FAILED;
+            }
+        };
+        if !settle(&order) {
+            return LAUNCH_FAILED;
+        }
+        // SAFETY: closing our end of the order socket: the sidecar reads EOF.
+        unsafe { libc::close(ORDER_FD) };
+        ready.finish(launch, &args)
+    });
+    match init {
+        Ok(pid) => {
+            // Only init answers orders now.
+            // SAFETY: closing our copy of the order socket.
+            unsafe { libc::close(ORDER_FD) };
+            launcher::wait_for(pid)
+        }
+        Err(_) => LAUNCH_FAILED,
+    }
+}
+
+/// Accepts the order and puts it in place: cwd, stdin, environment. False: refused (and
+/// said why on the socket).
+fn settle(order: &Received) -> bool {
+    reply(b"A");
+    let Ok(cwd) = CString::new(order.cwd.as_os_str().as_bytes()) else {
+        reply_error(b'E', libc::EINVAL);
+        return false;
     };
     // SAFETY: a valid path.
     if unsafe { libc::chdir(cwd.as_ptr()) } != 0 {
         reply_error(b'E', errno());
-        return LAUNCH_FAILED;
+        return false;
     }
     if order.stdin_null {
         // SAFETY: opening /dev/null over our stdin.
@@ -253,12 +336,19 @@ fn become_command(order: Received) -> i32 {
             let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
             if fd < 0 || libc::dup2(fd, 0) < 0 {
                 reply_error(b'E', errno());
-                return LAUNCH_FAILED;
+                return false;
             }
             libc::close(fd);
         }
     }
     set_environment(&order.env);
+    true
+}
+
+fn become_command(order: Box<Received>) -> i32 {
+    if !settle(&order) {
+        return LAUNCH_FAILED;
+    }
     match &order.launch {
         Some(spec) => {
             // The launcher reports its own failures on stderr, as when started cold.
@@ -267,12 +357,7 @@ fn become_command(order: Received) -> i32 {
             launcher::run(spec, &order.argv)
         }
         None => {
-            let args: Vec<CString> = match order
-                .argv
-                .iter()
-                .map(|a| CString::new(a.as_bytes()))
-                .collect()
-            {
+            let args = match launcher::c_args(&order.argv) {
                 Ok(a) => a,
                 Err(_) => {
                     reply(&libc::EINVAL.to_le_bytes());
@@ -325,9 +410,43 @@ struct Spare {
     child: Child,
     order: tokio::net::UnixStream,
     cgroup: Option<CommandCgroup>,
+    /// The launch spec it prepared for (see [`super::ahead`]): it serves only that policy.
+    ahead: Option<LaunchSpec>,
+}
+
+impl Spare {
+    fn fits(&self, key: &Key, launch: Option<&LaunchSpec>) -> bool {
+        self.key == *key
+            && match (&self.ahead, launch) {
+                (None, _) => true,
+                (Some(a), Some(l)) => ahead::same_policy(a, l),
+                (Some(_), None) => false,
+            }
+    }
 }
 
 static SLOT: Mutex<Option<Spare>> = Mutex::new(None);
+/// The last sandboxed command's launch spec: when the next one has the same policy, the
+/// spare after it is prepared for that policy.
+static LAST: Mutex<Option<LaunchSpec>> = Mutex::new(None);
+
+/// What the next spare prepares for: `launch`'s policy when the command before had it too
+/// (so a host alternating policies keeps spares that serve either).
+fn predict(launch: Option<&LaunchSpec>) -> Option<LaunchSpec> {
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    let ahead = match (launch, last.as_ref()) {
+        (Some(l), Some(p)) if ahead::preparable(l) && ahead::same_policy(l, p) => {
+            Some(LaunchSpec {
+                tmp_dir: None,
+                max_processes: None,
+                ..l.clone()
+            })
+        }
+        _ => None,
+    };
+    *last = launch.cloned();
+    ahead
+}
 static IDS: AtomicU64 = AtomicU64::new(1);
 
 fn slot() -> std::sync::MutexGuard<'static, Option<Spare>> {
@@ -362,6 +481,7 @@ pub async fn run(
     order: &Order<'_>,
     cgroup: &mut Option<CommandCgroup>,
     idle: Duration,
+    ended: tokio::sync::oneshot::Receiver<()>,
 ) -> Outcome {
     let key = Key {
         exe: exe.to_path_buf(),
@@ -370,7 +490,7 @@ pub async fn run(
     let taken = {
         let mut g = slot();
         match g.take() {
-            Some(s) if s.key == key => Some(s),
+            Some(s) if s.fits(&key, order.launch) => Some(s),
             other => {
                 drop(other);
                 None
@@ -388,7 +508,7 @@ pub async fn run(
         _ => cgroup.as_ref().and_then(|c| c.sibling().ok()),
     };
     if key.cgroup_base.is_some() == next_cg.is_some() {
-        tokio::spawn(refill(key, next_cg, idle));
+        tokio::spawn(refill(key, next_cg, idle, predict(order.launch), ended));
     }
     outcome
 }
@@ -431,8 +551,16 @@ async fn use_spare(mut spare: Spare, order: &Order<'_>, max: Option<u32>) -> Out
     }
 }
 
-/// Starts a spare and parks it, unless one is already waiting.
-async fn refill(key: Key, cgroup: Option<CommandCgroup>, idle: Duration) {
+/// Starts a spare and parks it, unless one is already waiting. With `ahead`, tells it that
+/// policy once `ended` resolves (the command that made room for it is over), so its
+/// preparation does not take a core from that command.
+async fn refill(
+    key: Key,
+    cgroup: Option<CommandCgroup>,
+    idle: Duration,
+    ahead: Option<LaunchSpec>,
+    ended: tokio::sync::oneshot::Receiver<()>,
+) {
     if slot().is_some() {
         return;
     }
@@ -451,12 +579,39 @@ async fn refill(key: Key, cgroup: Option<CommandCgroup>, idle: Duration) {
         }
         *g = Some(spare);
     }
-    tokio::time::sleep(idle).await;
+    let idle = tokio::time::sleep(idle);
+    tokio::pin!(idle);
+    if let Some(spec) = ahead {
+        tokio::select! {
+            _ = ended => prepare(id, spec),
+            () = &mut idle => {}
+        }
+    }
+    idle.await;
     let mut g = slot();
     if g.as_ref().is_some_and(|s| s.id == id) {
         let idle_spare = g.take();
         drop(g);
         drop(idle_spare);
+    }
+}
+
+/// Tells the parked spare `id` (if still parked and unprepared) to prepare for `spec`.
+fn prepare(id: u64, spec: LaunchSpec) {
+    let mut g = slot();
+    let Some(spare) = g.as_mut().filter(|s| s.id == id && s.ahead.is_none()) else {
+        return;
+    };
+    let Ok(json) = serde_json::to_vec(&spec) else {
+        return;
+    };
+    let mut msg = vec![PREPARE];
+    put(&mut msg, &json);
+    // A few KiB into the empty buffer of a socket nothing else was written to.
+    match spare.order.try_write(&msg) {
+        Ok(n) if n == msg.len() => spare.ahead = Some(spec),
+        Ok(_) => *g = None, // half a message: the spare is of no use
+        Err(_) => {}
     }
 }
 
@@ -498,6 +653,7 @@ fn start(key: Key, cgroup: Option<CommandCgroup>) -> std::io::Result<Spare> {
         child,
         order: tokio::net::UnixStream::from_std(ours)?,
         cgroup,
+        ahead: None,
     })
 }
 
@@ -524,9 +680,10 @@ mod tests {
             stdin_null: true,
         };
         let bytes = order.encode().expect("encodes");
-        let len = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
-        assert_eq!(len, bytes.len() - 4);
-        let got = decode(&bytes[4..]).expect("decodes");
+        assert_eq!(bytes[0], ORDER);
+        let len = u32::from_le_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]) as usize;
+        assert_eq!(len, bytes.len() - 5);
+        let got = decode(&bytes[5..]).expect("decodes");
         assert_eq!(got.cwd, cwd);
         assert_eq!(
             got.argv,
@@ -547,7 +704,7 @@ mod tests {
             stdin_null: false,
         };
         let bytes = order.encode().expect("encodes");
-        let body = &bytes[4..];
+        let body = &bytes[5..];
         for cut in 0..body.len() {
             assert!(decode(&body[..cut]).is_err(), "cut at {cut}");
         }

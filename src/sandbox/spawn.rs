@@ -157,6 +157,7 @@ pub async fn spawn(
     mut spec: SpawnSpec,
     lifecycle: Option<&Lifecycle>,
 ) -> std::io::Result<Spawned<'_>> {
+    let mut ended_tx = None;
     if let (Some(idle), Some(exe), None) = (spec.warm, spec.launcher.clone(), &spec.terminal) {
         let mut env = match &spec.env {
             Some(e) => e.clone(),
@@ -173,13 +174,14 @@ pub async fn spawn(
             env,
             stdin_null: spec.stdin == Stdin::Null,
         };
-        match spare::run(&exe, &order, &mut spec.cgroup, idle).await {
+        let (tx, ended) = tokio::sync::oneshot::channel();
+        match spare::run(&exe, &order, &mut spec.cgroup, idle, ended).await {
             Outcome::Started(started) => {
                 let (child, cgroup) = *started;
-                return registered(child, cgroup, lifecycle);
+                return registered(child, cgroup, lifecycle, Some(tx));
             }
             Outcome::Failed(e) => return Err(e),
-            Outcome::Cold => {}
+            Outcome::Cold => ended_tx = Some(tx),
         }
     }
     let mut cmd = command(&spec)?;
@@ -197,13 +199,14 @@ pub async fn spawn(
     // processes have all closed it.
     drop(cmd);
     spec.terminal = None;
-    registered(child, spec.cgroup.take(), lifecycle)
+    registered(child, spec.cgroup.take(), lifecycle, ended_tx)
 }
 
 fn registered(
     child: Child,
     cgroup: Option<CommandCgroup>,
     lifecycle: Option<&Lifecycle>,
+    ended: Option<tokio::sync::oneshot::Sender<()>>,
 ) -> std::io::Result<Spawned<'_>> {
     // process_group(0) (or setsid) makes the child its own group leader, so its pid is the
     // pgid.
@@ -222,6 +225,7 @@ fn registered(
             lifecycle,
             armed: true,
             cgroup,
+            _ended: ended,
         },
     })
 }
@@ -234,6 +238,9 @@ pub struct Group<'a> {
     armed: bool,
     /// Removed (after killing what is left in it) when the group is dropped.
     cgroup: Option<CommandCgroup>,
+    /// Dropped with the group: tells the next spare the command is over (see
+    /// `spare::refill`).
+    _ended: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Group<'_> {

@@ -13,15 +13,22 @@ use crate::common::{Opts, Sidecar, WAIT, wait_until};
 use crate::processes::{all_running, assert_none_survive, detach_script, markers};
 use crate::support::plugins::{Plugins, atomic_write, tool};
 
-/// Parked spares of `sidecar`: its children running `__spawn-spare` that have no children
-/// themselves (a spare running a sandboxed command keeps that command line; it is the
-/// launcher then, the parent of the command's init).
+/// Parked spares of `sidecar`: its children running `__spawn-spare` that run no command:
+/// their only children (a spare prepared for a policy has forked the namespace's init) run
+/// `__spawn-spare` too and have none. (A spare running a sandboxed command keeps that
+/// command line; it is the launcher then, and the command is its init's child.)
 fn spares(sidecar: i32) -> Vec<i32> {
     let procs = ppids();
+    let childless = |pid: i32| !procs.iter().any(|(_, pp, _)| *pp == pid);
     procs
         .iter()
         .filter(|(pid, ppid, spare)| {
-            *ppid == sidecar && *spare && !procs.iter().any(|(_, pp, _)| pp == pid)
+            *ppid == sidecar
+                && *spare
+                && procs
+                    .iter()
+                    .filter(|(_, pp, _)| pp == pid)
+                    .all(|(c, _, s)| *s && childless(*c))
         })
         .map(|(pid, _, _)| *pid)
         .collect()
@@ -323,5 +330,195 @@ fn plugin_calls_get_their_arguments_on_stdin_warm() {
     assert_eq!(
         second["data"]["result"]["cg"], spare_cg,
         "ran in the spare: {second}"
+    );
+}
+
+// ---- spares prepared ahead (`sandbox/ahead.rs`) ----
+
+/// The syscall number of `read` on this architecture, as `/proc/<pid>/syscall` shows it.
+#[cfg(target_arch = "x86_64")]
+const SYS_READ: &str = "0";
+#[cfg(target_arch = "aarch64")]
+const SYS_READ: &str = "63";
+
+/// Waits for a parked spare prepared ahead, done preparing: its child (the namespace's
+/// init) is blocked reading the order socket (fd 3). Returns (spare, init).
+fn ready_ahead(s: &Sidecar) -> (i32, i32) {
+    let found = || -> Option<(i32, i32)> {
+        let procs = ppids();
+        spares(s.pid()).into_iter().find_map(|spare| {
+            let (init, _, _) = procs.iter().find(|(_, pp, _)| *pp == spare)?;
+            let sc = std::fs::read_to_string(format!("/proc/{init}/syscall")).ok()?;
+            let mut f = sc.split_whitespace();
+            (f.next() == Some(SYS_READ) && f.next() == Some("0x3")).then_some((spare, *init))
+        })
+    };
+    assert!(
+        wait_until(WAIT, || found().is_some()),
+        "no spare prepared ahead: {:?}",
+        spares(s.pid())
+    );
+    found().unwrap()
+}
+
+#[test]
+fn a_command_in_a_spare_prepared_ahead_is_the_same_as_cold() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join(".netrc"), "machine x password hunter2\n").unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start_with(Opts {
+        env: vec![
+            ("OUTRIGGER_SANDBOX_MAX_PROCESSES".into(), "77".into()),
+            ("OUTSIDE".into(), outside.path().display().to_string()),
+        ],
+        home: Some(home),
+        ..Default::default()
+    });
+    let cold = bash(&mut s, ws.path(), PROBE);
+    parked(&s);
+    // The second command with the same policy: the spare after it prepares for it.
+    let warm = bash(&mut s, ws.path(), PROBE);
+    let (spare, _) = ready_ahead(&s);
+    let spare_cg = pids_cgroup(&spare.to_string());
+    let ahead = bash(
+        &mut s,
+        ws.path(),
+        &format!("grep :pids: /proc/self/cgroup >&2\necho pid=$$\n{PROBE}"),
+    );
+    assert_eq!(
+        ahead["data"]["stderr"].as_str().unwrap().trim(),
+        spare_cg,
+        "it ran in the prepared spare: {ahead}"
+    );
+    let out = ahead["data"]["stdout"].as_str().unwrap();
+    // Pid 1 is the namespace's init, so the command is pid 2 as when started cold.
+    let probe_out = out.strip_prefix("pid=2\n").expect(out);
+    assert_eq!(probe_out, cold["data"]["stdout"].as_str().unwrap());
+    assert_eq!(cold["data"]["stdout"], warm["data"]["stdout"]);
+    assert_eq!(ahead["data"]["exitCode"], 3, "{ahead}");
+    for want in [
+        "outside=refused\n",
+        "netrc=hidden\n",
+        "tmp=ok\n",
+        "pidsmax=77\n",
+    ] {
+        assert!(probe_out.contains(want), "{want}: {probe_out}");
+    }
+}
+
+#[test]
+fn a_file_made_beside_a_hidden_one_after_the_spare_prepared_is_readable() {
+    // `$HOME` apart from `$OUTRIGGER_HOME` (hidden whole): a directory that holds a hidden
+    // entry (`.netrc`) and others the command may read.
+    let user_home = tempfile::tempdir().unwrap();
+    let home_path = user_home.path().to_path_buf();
+    std::fs::write(home_path.join(".netrc"), "machine x password hunter2\n").unwrap();
+    std::fs::write(home_path.join("old.txt"), "there before\n").unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start_with(Opts {
+        env: vec![("HOME".into(), home_path.display().to_string())],
+        ..Default::default()
+    });
+    bash(&mut s, ws.path(), "true");
+    bash(&mut s, ws.path(), "true");
+    let (spare, _) = ready_ahead(&s);
+    let spare_cg = pids_cgroup(&spare.to_string());
+    // The home directory is what the ruleset's walk listed (it holds hidden entries); a
+    // ruleset built before this file existed grants nothing for it.
+    std::fs::write(home_path.join("fresh.txt"), "made after\n").unwrap();
+    std::fs::create_dir(home_path.join("newdir")).unwrap();
+    std::fs::write(home_path.join("newdir/f"), "inside\n").unwrap();
+    let r = bash(
+        &mut s,
+        ws.path(),
+        "grep :pids: /proc/self/cgroup >&2; cat ~/old.txt ~/fresh.txt ~/newdir/f; cat ~/.netrc 2>/dev/null || echo netrc=hidden",
+    );
+    assert_eq!(
+        r["data"]["stdout"], "there before\nmade after\ninside\nnetrc=hidden\n",
+        "{r}"
+    );
+    assert_eq!(
+        r["data"]["stderr"].as_str().unwrap().trim(),
+        spare_cg,
+        "it still ran in the prepared spare: {r}"
+    );
+}
+
+#[test]
+fn a_protected_name_made_after_the_spare_prepared_stays_read_only() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start();
+    bash(&mut s, ws.path(), "true");
+    bash(&mut s, ws.path(), "true");
+    ready_ahead(&s);
+    // Not there when the spare bound the protected names read-only.
+    std::fs::write(ws.path().join(".envrc"), "export A=1\n").unwrap();
+    std::fs::create_dir(ws.path().join(".git")).unwrap();
+    std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+    let r = bash(
+        &mut s,
+        ws.path(),
+        "echo pwned >> .envrc && echo envrc=written || echo envrc=refused; \
+         echo x >> .git/config && echo git=written || echo git=refused",
+    );
+    assert_eq!(r["data"]["stdout"], "envrc=refused\ngit=refused\n", "{r}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(".envrc")).unwrap(),
+        "export A=1\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+}
+
+#[test]
+fn a_spare_prepared_for_one_policy_never_serves_another() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let ws = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start();
+    let connect = format!(
+        "(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo connected || echo refused"
+    );
+    let call = |s: &mut Sidecar, network: bool| {
+        s.ok(
+            "tool.invoke",
+            json!({"name": "bash", "consentGranted": true,
+                   "context": {"cwd": ws.path(), "execSandbox": {"network": network}},
+                   "arguments": {"command": connect}}),
+        )
+    };
+    for _ in 0..2 {
+        assert_eq!(call(&mut s, false)["data"]["stdout"], "refused\n");
+    }
+    ready_ahead(&s);
+    let r = call(&mut s, true);
+    assert_eq!(r["data"]["stdout"], "connected\n", "{r}");
+    let r = call(&mut s, true);
+    assert_eq!(r["data"]["stdout"], "connected\n", "{r}");
+    ready_ahead(&s);
+    let r = call(&mut s, false);
+    assert_eq!(r["data"]["stdout"], "refused\n", "{r}");
+}
+
+#[test]
+fn a_spare_prepared_ahead_dies_with_a_sigkilled_sidecar() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start();
+    bash(&mut s, ws.path(), "true");
+    bash(&mut s, ws.path(), "true");
+    let (spare, init) = ready_ahead(&s);
+    s.child.kill().unwrap(); // SIGKILL
+    let _ = s.child.wait();
+    let gone = |pid: i32| {
+        !Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|st| st.contains(") Z "))
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), || gone(spare) && gone(init)),
+        "the prepared spare {spare} or its init {init} outlived the sidecar"
     );
 }
