@@ -262,6 +262,7 @@ pub fn run(config: Config, log: LogControl, quiet_ready: bool) -> i32 {
         }
         app.lifecycle.kill_children();
         crate::sandbox::spare::discard();
+        crate::sandbox::spawn::remove_tmp_parent();
         crate::sandbox::cgroup::flush_removals(std::time::Duration::from_secs(1));
         app.reverse.close_all();
         let reason = match cause.reason() {

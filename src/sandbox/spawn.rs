@@ -300,21 +300,48 @@ pub struct PrivateTmp {
     path: PathBuf,
 }
 
+/// The directory this process's private temp dirs are made in: `outrigger-sbx-<pid>` in
+/// the temp dir, made once (mode 0700). Commands come and go inside it, so the temp dir
+/// itself does not change per command, and a ruleset a warm spare listed it for ahead of
+/// time stays fresh (see `sandbox/ahead.rs`).
+fn tmp_parent() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    static MADE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let path = std::env::temp_dir().join(format!("outrigger-sbx-{}", std::process::id()));
+    if MADE.get() == Some(&path) && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+        return Ok(path);
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            // Ours only if it is a real directory we own (not a link someone planted).
+            let m = std::fs::symlink_metadata(&path)?;
+            // SAFETY: geteuid cannot fail.
+            if !m.is_dir() || m.uid() != unsafe { libc::geteuid() } {
+                return Err(std::io::Error::other(format!(
+                    "{} exists and is not this process's directory",
+                    path.display()
+                )));
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    let _ = MADE.set(path.clone());
+    Ok(path)
+}
+
 impl PrivateTmp {
     pub fn create() -> std::io::Result<PrivateTmp> {
         use std::os::unix::fs::DirBuilderExt;
         static N: AtomicU64 = AtomicU64::new(0);
-        let base = std::env::temp_dir();
+        let base = tmp_parent()?;
         for _ in 0..16 {
             let n = N.fetch_add(1, Ordering::Relaxed);
             let nanos = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.subsec_nanos())
                 .unwrap_or(0);
-            let path = base.join(format!(
-                "outrigger-sbx-{}-{n}-{nanos:08x}",
-                std::process::id()
-            ));
+            let path = base.join(format!("{n}-{nanos:08x}"));
             match std::fs::DirBuilder::new().mode(0o700).create(&path) {
                 Ok(()) => return Ok(PrivateTmp { path }),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -332,8 +359,17 @@ impl PrivateTmp {
     }
 }
 
+/// Removes this process's directory of private temp dirs (shutdown), with whatever is left.
+pub fn remove_tmp_parent() {
+    let path = std::env::temp_dir().join(format!("outrigger-sbx-{}", std::process::id()));
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+        let _ = std::fs::remove_dir_all(&path);
+    }
+}
+
 /// Removes private temp dirs left by sidecars that died without dropping them (SIGKILL,
-/// power loss): the name carries the owner's pid, and only dirs whose owner is gone are
+/// power loss): the name (`outrigger-sbx-<pid>`, or `outrigger-sbx-<pid>-…` from older
+/// builds) carries the owner's pid, and only dirs whose owner is gone are
 /// touched. Returns how many were removed. Run in the background after ready; besides the
 /// litter, every sandboxed command's Landlock rules list the temp dir's entries.
 pub fn sweep_stale_tmp() -> usize {

@@ -551,14 +551,30 @@ fn private_temp_dirs_of_dead_sidecars_are_swept_after_ready() {
     std::fs::create_dir(&live).unwrap();
     let unrelated = tmp.path().join("outrigger-sbx-notapid");
     std::fs::create_dir(&unrelated).unwrap();
+    // Today's shape: one directory per sidecar, a dir per command inside.
+    let stale_parent = tmp.path().join(format!("outrigger-sbx-{dead}"));
+    std::fs::create_dir_all(stale_parent.join("3-0badf00d")).unwrap();
     let mut s = Sidecar::start_with(Opts {
         env: vec![("TMPDIR".into(), tmp.path().display().to_string())],
         ..Default::default()
     });
     assert!(
-        wait_until(std::time::Duration::from_secs(10), || !stale.exists()),
-        "the dead sidecar's dir is still there"
+        wait_until(std::time::Duration::from_secs(10), || !stale.exists()
+            && !stale_parent.exists()),
+        "the dead sidecar's dirs are still there"
     );
     assert!(live.exists() && unrelated.exists());
-    s.ok("system.ping", Value::Null);
+    // A command's private temp dir lies in the sidecar's own directory, gone on shutdown.
+    let ws = tempfile::tempdir().unwrap();
+    let tr = invoke(&mut s, ws.path(), "echo $TMPDIR", None);
+    let own = tmp.path().join(format!("outrigger-sbx-{}", s.pid()));
+    assert_eq!(
+        Path::new(stdout(&tr).trim()).parent(),
+        Some(own.as_path()),
+        "{tr}"
+    );
+    assert!(own.is_dir());
+    s.close_stdin();
+    s.wait_exit(std::time::Duration::from_secs(10));
+    assert!(!own.exists(), "{} left behind", own.display());
 }
