@@ -52,7 +52,7 @@ pub fn builtin_tools(config: &Config, shared: &SharedConfig) -> Builtins {
             // Our own image, even if the file on disk is replaced while we run.
             Some(std::path::PathBuf::from("/proc/self/exe")),
             hidden,
-            move || Some(shared.get()),
+            Some(shared),
         ))
     };
     let bash = crate::tools::bash::BashTool::new(sandbox.clone());

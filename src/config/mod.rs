@@ -503,6 +503,11 @@ impl SharedConfig {
         self.read().settings.clone()
     }
 
+    /// `f` on the current config, without cloning it.
+    pub fn with<T>(&self, f: impl FnOnce(&Config) -> T) -> T {
+        f(&self.read().config)
+    }
+
     pub fn replace(&self, next: Config) {
         let next = Live::new(next);
         match self.0.write() {

@@ -210,9 +210,11 @@ type CgroupBase = Result<cgroup::Base, Vec<String>>;
 pub struct Sandbox {
     launcher: Option<PathBuf>,
     hidden: Vec<PathBuf>,
-    config: Box<dyn Fn() -> Option<Config> + Send + Sync>,
+    live: Option<crate::config::SharedConfig>,
     caps: OnceCell<ProbeReport>,
     cgroup: OnceCell<CgroupBase>,
+    /// A command cgroup made ahead, off a caller's time (see [`Sandbox::command_cgroup`]).
+    next_cgroup: Arc<std::sync::Mutex<Option<cgroup::CommandCgroup>>>,
 }
 
 static GLOBAL: OnceLock<Arc<Sandbox>> = OnceLock::new();
@@ -231,18 +233,19 @@ pub fn global() -> Option<Arc<Sandbox>> {
 
 impl Sandbox {
     /// `launcher`: our own executable; `hidden`: credential paths the composition root names
-    /// (always unreadable); `config`: the live config.
+    /// (always unreadable); `live`: the live config (its settings are built once per change).
     pub fn new(
         launcher: Option<PathBuf>,
         hidden: Vec<PathBuf>,
-        config: impl Fn() -> Option<Config> + Send + Sync + 'static,
+        live: Option<crate::config::SharedConfig>,
     ) -> Sandbox {
         Sandbox {
             launcher,
             hidden,
-            config: Box::new(config),
+            live,
             caps: OnceCell::new(),
             cgroup: OnceCell::new(),
+            next_cgroup: Arc::default(),
         }
     }
 
@@ -264,8 +267,22 @@ impl Sandbox {
             .await
     }
 
-    fn config(&self) -> Option<Config> {
-        (self.config)()
+    /// The live settings (shared, built once per config change).
+    fn live_settings(&self) -> Option<Arc<crate::config::Settings>> {
+        self.live
+            .as_ref()
+            .map(crate::config::SharedConfig::settings)
+    }
+
+    /// Whether the live config's `key` comes from the managed layer (a host cannot loosen it).
+    fn pinned(&self, key: &str) -> bool {
+        self.live.as_ref().is_some_and(|l| {
+            l.with(|c| {
+                c.merged()
+                    .get(key)
+                    .is_some_and(|r| r.source == Source::Managed)
+            })
+        })
     }
 
     /// The pids cgroup commands' cgroups are created under, found once (and logged once).
@@ -299,7 +316,7 @@ impl Sandbox {
     /// one is usable, else `RLIMIT_NPROC` in the launcher's user namespace (when the sandbox
     /// runs commands through it and the limit binds this uid), else nothing.
     pub async fn process_limit(&self) -> ProcessLimit {
-        let settings = self.settings();
+        let settings = self.live_settings();
         let max = settings.as_ref().map_or(256, |s| s.sandbox_max_processes);
         let enabled = settings.as_ref().is_none_or(|s| s.sandbox_enabled);
         let mechanism = match self.cgroup_base().await {
@@ -318,9 +335,38 @@ impl Sandbox {
 
     /// A fresh cgroup for one command, when cgroups are the mechanism. A failure is logged
     /// and the command runs with the fallback (the rlimit, when it applies).
+    ///
+    /// `mkdir` in the pids hierarchy takes a millisecond or more, so the one made ahead is
+    /// handed out and the next is made on the blocking pool, after the caller's command has
+    /// its own.
     async fn command_cgroup(&self, max: u32) -> Option<cgroup::CommandCgroup> {
         let base = self.cgroup_base().await?;
-        match base.create(max) {
+        let ahead = self
+            .next_cgroup
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let made = match ahead {
+            Some(mut c) => {
+                if c.max() == max || c.set_max(max).is_ok() {
+                    Ok(c)
+                } else {
+                    base.create(max)
+                }
+            }
+            None => base.create(max),
+        };
+        let slot = self.next_cgroup.clone();
+        let next_base = base.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Ok(c) = next_base.create(max) {
+                let mut g = slot.lock().unwrap_or_else(|e| e.into_inner());
+                if g.is_none() {
+                    *g = Some(c);
+                }
+            }
+        });
+        match made {
             Ok(c) => Some(c),
             Err(e) => {
                 tracing::warn!(
@@ -333,16 +379,17 @@ impl Sandbox {
     }
 
     /// The live settings, or the built-in defaults when no config is attached.
-    pub fn settings(&self) -> Option<crate::config::Settings> {
-        self.config()
-            .or_else(|| Config::load(&crate::config::Inputs::default()).ok())
-            .map(|c| c.settings())
+    pub fn settings(&self) -> Option<Arc<crate::config::Settings>> {
+        self.live_settings().or_else(|| {
+            Config::load(&crate::config::Inputs::default())
+                .ok()
+                .map(|c| Arc::new(c.settings()))
+        })
     }
 
     /// `sandbox.describe`: the marker a call with this egress would carry.
     pub async fn describe(&self, network: Option<bool>) -> Assessment {
-        let cfg = self.config();
-        let settings = cfg.as_ref().map(|c| c.settings());
+        let settings = self.live_settings();
         let enabled = settings.as_ref().is_none_or(|s| s.sandbox_enabled);
         let network =
             network.unwrap_or_else(|| settings.as_ref().is_some_and(|s| s.sandbox_network));
@@ -358,15 +405,9 @@ impl Sandbox {
         tmp_dir: Option<&Path>,
         pid_namespace: bool,
     ) -> Result<Prepared, SandboxError> {
-        let cfg = self.config();
-        let settings = cfg.as_ref().map(|c| c.settings());
-        let merged = cfg.as_ref().map(|c| c.merged());
-        let pinned = |key: &str| {
-            merged
-                .as_ref()
-                .and_then(|m| m.get(key))
-                .is_some_and(|r| r.source == Source::Managed)
-        };
+        let settings = self.live_settings();
+        // Merging the layers is only needed when the call asks to loosen something.
+        let pinned = |key: &str| self.pinned(key);
         let default_req = ExecSandboxRequest::default();
         let req = req.unwrap_or(&default_req);
         let cfg_network = settings.as_ref().is_some_and(|s| s.sandbox_network);
@@ -439,7 +480,7 @@ impl Sandbox {
                 warm,
             });
         }
-        let hidden = self.hidden_paths(workspace, cfg.as_ref(), settings.as_ref());
+        let hidden = self.hidden_paths(workspace, settings.as_deref());
         let policy = Policy::for_workspace(
             workspace,
             &roots,
@@ -449,7 +490,7 @@ impl Sandbox {
         );
         let mut layers = a.layers;
         layers.pid_namespace &= pid_namespace;
-        let guard = protect_guard(workspace, layers.namespaces, settings.as_ref()).await;
+        let guard = protect_guard(workspace, layers.namespaces, settings.as_deref()).await;
         // Without a cgroup, the launcher limits the command in its user namespace.
         let max_processes =
             (cgroup.is_none() && layers.namespaces && cgroup::rlimit_binds()).then_some(limit.max);
@@ -477,12 +518,11 @@ impl Sandbox {
     fn hidden_paths(
         &self,
         workspace: &Path,
-        cfg: Option<&Config>,
         settings: Option<&crate::config::Settings>,
     ) -> Vec<PathBuf> {
         let mut hidden = self.hidden.clone();
-        if let Some(c) = cfg {
-            hidden.push(c.home().to_path_buf());
+        if let Some(h) = self.home() {
+            hidden.push(h);
         }
         if let Some(s) = settings {
             hidden.extend(s.blocked_paths.iter().cloned());
@@ -498,7 +538,9 @@ impl Sandbox {
 
     /// `$OUTRIGGER_HOME`, when a config is attached.
     pub fn home(&self) -> Option<PathBuf> {
-        self.config().map(|c| c.home().to_path_buf())
+        self.live
+            .as_ref()
+            .map(|l| l.with(|c| c.home().to_path_buf()))
     }
 }
 

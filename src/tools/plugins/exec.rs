@@ -288,7 +288,7 @@ async fn run_inner(
         cwd: cwd.to_path_buf(),
         // The sidecar's environment scrubbed like bash's (`bash_env_*`, secret names).
         env: Some(crate::sandbox::secrets::command_env(
-            sandbox.as_ref().and_then(|sb| sb.settings()).as_ref(),
+            sandbox.as_ref().and_then(|sb| sb.settings()).as_deref(),
         )),
         extra_env,
         stdin: Stdin::Piped,
