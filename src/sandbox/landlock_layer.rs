@@ -332,6 +332,48 @@ mod tests {
     }
 
     #[test]
+    fn a_listing_is_fresh_only_while_its_directories_are_unchanged() {
+        if kernel_abi() < 1 {
+            return; // no Landlock here: nothing to build
+        }
+        let d = tempfile::tempdir().unwrap();
+        let root = canonical(d.path());
+        std::fs::create_dir_all(root.join("h/secret")).unwrap();
+        let policy = Policy {
+            hidden_paths: vec![root.join("h/secret")],
+            ..Default::default()
+        };
+        // Listed right after the directory changed: the coarse clock cannot vouch for it.
+        let built = Built::new(&policy).unwrap();
+        assert!(built.listed.iter().any(|l| l.path == root.join("h")));
+        assert!(
+            !built.fresh(&policy),
+            "a listing this recent is never trusted"
+        );
+        // Built once nothing changed for a while. Every ancestor from `/` is listed, and
+        // other tests make temp dirs beside ours, so wait for a quiet moment.
+        let quiet = || {
+            (0..50)
+                .find_map(|_| {
+                    std::thread::sleep(COARSE_CLOCK * 2);
+                    Some(Built::new(&policy).unwrap()).filter(|b| b.fresh(&policy))
+                })
+                .expect("a listing became fresh")
+        };
+        let built = quiet();
+        // A new entry beside the hidden one moves the listed directory's mtime.
+        std::fs::write(root.join("h/new.txt"), "x").unwrap();
+        assert!(!built.fresh(&policy));
+        // So does a hidden path resolving elsewhere.
+        let built = quiet();
+        let moved = Policy {
+            hidden_paths: vec![root.join("h/other")],
+            ..Default::default()
+        };
+        assert!(!built.fresh(&moved));
+    }
+
+    #[test]
     fn missing_paths_resolve_onto_their_existing_ancestor() {
         let d = tempfile::tempdir().unwrap();
         let c = canonical(&d.path().join("not/yet"));
