@@ -335,11 +335,31 @@ fn plugin_calls_get_their_arguments_on_stdin_warm() {
 
 // ---- spares prepared ahead (`sandbox/ahead.rs`) ----
 
-/// The syscall number of `read` on this architecture, as `/proc/<pid>/syscall` shows it.
+/// The syscall number of `read` on this architecture, as `/proc/<pid>/syscall` shows it
+/// (elsewhere: `None`, and a sleeping init is taken as done preparing).
 #[cfg(target_arch = "x86_64")]
-const SYS_READ: &str = "0";
+const SYS_READ: Option<&str> = Some("0");
 #[cfg(target_arch = "aarch64")]
-const SYS_READ: &str = "63";
+const SYS_READ: Option<&str> = Some("63");
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const SYS_READ: Option<&str> = None;
+
+/// Whether `init` is blocked reading its order socket (fd 3).
+fn waiting_for_order(init: i32) -> bool {
+    match SYS_READ {
+        Some(read) => std::fs::read_to_string(format!("/proc/{init}/syscall")).is_ok_and(|sc| {
+            let mut f = sc.split_whitespace();
+            f.next() == Some(read) && f.next() == Some("0x3")
+        }),
+        None => {
+            std::thread::sleep(Duration::from_millis(500));
+            std::fs::read_to_string(format!("/proc/{init}/stat")).is_ok_and(|st| {
+                st.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('S'))
+            })
+        }
+    }
+}
 
 /// Waits for a parked spare prepared ahead, done preparing: its child (the namespace's
 /// init) is blocked reading the order socket (fd 3). Returns (spare, init).
@@ -348,9 +368,7 @@ fn ready_ahead(s: &Sidecar) -> (i32, i32) {
         let procs = ppids();
         spares(s.pid()).into_iter().find_map(|spare| {
             let (init, _, _) = procs.iter().find(|(_, pp, _)| *pp == spare)?;
-            let sc = std::fs::read_to_string(format!("/proc/{init}/syscall")).ok()?;
-            let mut f = sc.split_whitespace();
-            (f.next() == Some(SYS_READ) && f.next() == Some("0x3")).then_some((spare, *init))
+            waiting_for_order(*init).then_some((spare, *init))
         })
     };
     assert!(
