@@ -187,6 +187,9 @@ pub(super) fn backstop(child: &ChatParams) -> Duration {
 
 /// One delegation, ready to run.
 pub(super) struct Job {
+    /// Its place in the parallel budget, taken when the round's calls are laid out (in
+    /// call order, whatever order their futures are first polled in); `None`: over it.
+    pub slot: Option<Slot>,
     pub parent: Parent,
     pub params: ChatParams,
     pub profile: Option<Profile>,
@@ -395,8 +398,8 @@ pub(super) fn end_kind(s: Status) -> &'static str {
 }
 
 /// Runs the child to its end and turns it into the delegation's result.
-pub(super) async fn run(job: Job) -> ToolResult {
-    let Some(_slot) = job.parent.pool.acquire() else {
+pub(super) async fn run(mut job: Job) -> ToolResult {
+    let Some(_slot) = job.slot.take() else {
         return job.parent.pool.budget_error();
     };
     let profile_name = job

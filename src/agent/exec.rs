@@ -651,6 +651,7 @@ impl Turn {
         let backstop = delegate::backstop(&params);
         Ok((
             delegate::Job {
+                slot: self.pool.acquire(),
                 parent: self.parent(),
                 params,
                 profile: profile.cloned(),
