@@ -562,6 +562,15 @@ async fn refill(
     ended: tokio::sync::oneshot::Receiver<()>,
 ) {
     if slot().is_some() {
+        // A spare started for an earlier command is still waiting (this one came before it
+        // was parked, and started cold): that one prepares instead.
+        if let Some(spec) = ahead {
+            let _ = ended.await;
+            let parked = slot().as_ref().map(|s| s.id);
+            if let Some(id) = parked {
+                prepare(id, spec);
+            }
+        }
         return;
     }
     let spare = match start(key, cgroup) {

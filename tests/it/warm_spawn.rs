@@ -76,6 +76,14 @@ fn pids_cgroup(pid: &str) -> String {
         .to_string()
 }
 
+/// A parked spare's pids line once it has joined its own cgroup (it does so after it
+/// starts, which under load can take a while); as read last if it never leaves the root.
+fn spare_cgroup(spare: i32) -> String {
+    let line = || pids_cgroup(&spare.to_string());
+    wait_until(WAIT, || !line().ends_with(":/"));
+    line()
+}
+
 fn bash(s: &mut Sidecar, ws: &Path, command: &str) -> Value {
     s.ok(
         "tool.invoke",
@@ -120,7 +128,7 @@ fn same_cold_and_warm(env: Vec<(String, String)>) -> String {
     );
     let cold = bash(&mut s, ws.path(), PROBE);
     let spare = parked(&s);
-    let spare_cg = pids_cgroup(&spare.to_string());
+    let spare_cg = spare_cgroup(spare);
     let warm = bash(
         &mut s,
         ws.path(),
@@ -195,7 +203,7 @@ fn a_call_whose_cwd_vanished_is_refused_and_the_spare_serves_the_next() {
     );
     let refused = r["error"]["code"] == -32602 || r["result"]["success"] == false;
     assert!(refused, "{r}");
-    let spare_cg = pids_cgroup(&spare.to_string());
+    let spare_cg = spare_cgroup(spare);
     let r = bash(&mut s, ws.path(), "grep :pids: /proc/self/cgroup");
     assert_eq!(
         r["data"]["stdout"].as_str().unwrap().trim(),
@@ -264,7 +272,7 @@ fn an_idle_spare_is_let_go_and_warm_spawn_can_be_turned_off() {
     });
     bash(&mut s, ws.path(), "true");
     let spare = parked(&s);
-    let cg = pids_cgroup(&spare.to_string());
+    let cg = spare_cgroup(spare);
     assert!(
         wait_until(Duration::from_secs(5), || spares(s.pid()).is_empty()),
         "the idle spare was let go"
@@ -317,7 +325,7 @@ fn plugin_calls_get_their_arguments_on_stdin_warm() {
     );
     assert_eq!(first["data"]["result"]["args"], json!({"n": 1}), "{first}");
     let spare = parked(&s);
-    let spare_cg = pids_cgroup(&spare.to_string());
+    let spare_cg = spare_cgroup(spare);
     let second = s.ok(
         "tool.invoke",
         json!({"name": "echo_args", "arguments": {"n": 2}}),
@@ -398,7 +406,7 @@ fn a_command_in_a_spare_prepared_ahead_is_the_same_as_cold() {
     // The second command with the same policy: the spare after it prepares for it.
     let warm = bash(&mut s, ws.path(), PROBE);
     let (spare, _) = ready_ahead(&s);
-    let spare_cg = pids_cgroup(&spare.to_string());
+    let spare_cg = spare_cgroup(spare);
     let ahead = bash(
         &mut s,
         ws.path(),
@@ -441,7 +449,7 @@ fn a_file_made_beside_a_hidden_one_after_the_spare_prepared_is_readable() {
     bash(&mut s, ws.path(), "true");
     bash(&mut s, ws.path(), "true");
     let (spare, _) = ready_ahead(&s);
-    let spare_cg = pids_cgroup(&spare.to_string());
+    let spare_cg = spare_cgroup(spare);
     // The home directory is what the ruleset's walk listed (it holds hidden entries); a
     // ruleset built before this file existed grants nothing for it.
     std::fs::write(home_path.join("fresh.txt"), "made after\n").unwrap();
