@@ -1007,7 +1007,9 @@ fn write_stdin_is_not_held_back_by_a_long_poll() {
 #[test]
 fn killing_an_exited_session_reports_its_own_exit() {
     let mut t = T::new();
-    let id = t.start_id("c", "exit 4");
+    // Not `exit 4` alone: under load it could end before the start call (yieldMs 0) answers,
+    // which then returns its last output and forgets it.
+    let id = t.start_id("c", "sleep 0.5; exit 4");
     let deadline = Instant::now() + WAIT;
     while t.list("c").iter().any(|s| s["running"] == true) {
         assert!(Instant::now() < deadline, "exit 4 never ended");
