@@ -566,10 +566,7 @@ async fn refill(
         // was parked, and started cold): that one prepares instead.
         if let Some(spec) = ahead {
             let _ = ended.await;
-            let parked = slot().as_ref().map(|s| s.id);
-            if let Some(id) = parked {
-                prepare(id, spec);
-            }
+            prepare(None, spec);
         }
         return;
     }
@@ -592,7 +589,7 @@ async fn refill(
     tokio::pin!(idle);
     if let Some(spec) = ahead {
         tokio::select! {
-            _ = ended => prepare(id, spec),
+            _ = ended => prepare(Some(id), spec),
             () = &mut idle => {}
         }
     }
@@ -605,10 +602,14 @@ async fn refill(
     }
 }
 
-/// Tells the parked spare `id` (if still parked and unprepared) to prepare for `spec`.
-fn prepare(id: u64, spec: LaunchSpec) {
+/// Tells the parked spare (`id`, or whichever is parked), if unprepared, to prepare for
+/// `spec`.
+fn prepare(id: Option<u64>, spec: LaunchSpec) {
     let mut g = slot();
-    let Some(spare) = g.as_mut().filter(|s| s.id == id && s.ahead.is_none()) else {
+    let Some(spare) = g
+        .as_mut()
+        .filter(|s| id.is_none_or(|id| s.id == id) && s.ahead.is_none())
+    else {
         return;
     };
     let Ok(json) = serde_json::to_vec(&spec) else {

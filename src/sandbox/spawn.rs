@@ -300,6 +300,10 @@ pub struct PrivateTmp {
     path: PathBuf,
 }
 
+fn tmp_parent_path() -> PathBuf {
+    std::env::temp_dir().join(format!("outrigger-sbx-{}", std::process::id()))
+}
+
 /// The directory this process's private temp dirs are made in: `outrigger-sbx-<pid>` in
 /// the temp dir, made once (mode 0700). Commands come and go inside it, so the temp dir
 /// itself does not change per command, and a ruleset a warm spare listed it for ahead of
@@ -307,7 +311,7 @@ pub struct PrivateTmp {
 fn tmp_parent() -> std::io::Result<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     static MADE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let path = std::env::temp_dir().join(format!("outrigger-sbx-{}", std::process::id()));
+    let path = tmp_parent_path();
     if MADE.get() == Some(&path) && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
         return Ok(path);
     }
@@ -361,7 +365,7 @@ impl PrivateTmp {
 
 /// Removes this process's directory of private temp dirs (shutdown), with whatever is left.
 pub fn remove_tmp_parent() {
-    let path = std::env::temp_dir().join(format!("outrigger-sbx-{}", std::process::id()));
+    let path = tmp_parent_path();
     if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
         let _ = std::fs::remove_dir_all(&path);
     }

@@ -66,6 +66,12 @@ fn parked(s: &Sidecar) -> i32 {
     spares(s.pid())[0]
 }
 
+/// Whether `pid` has exited (gone, or a zombie nobody reaped yet).
+fn gone(pid: i32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+        || std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| st.contains(") Z "))
+}
+
 /// The pids-hierarchy line of a process's `/proc/<pid>/cgroup`.
 fn pids_cgroup(pid: &str) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
@@ -253,12 +259,7 @@ fn a_warm_command_and_the_parked_spare_die_with_a_sigkilled_sidecar() {
     let _ = s.child.wait();
     assert_none_survive(&m, "sidecar SIGKILLed during a warm bash call");
     assert!(
-        wait_until(Duration::from_secs(5), || !Path::new(&format!(
-            "/proc/{next}"
-        ))
-        .exists()
-            || std::fs::read_to_string(format!("/proc/{next}/stat"))
-                .is_ok_and(|st| st.contains(") Z "))),
+        wait_until(Duration::from_secs(5), || gone(next)),
         "the parked spare {next} outlived the sidecar"
     );
 }
@@ -538,11 +539,6 @@ fn a_spare_prepared_ahead_dies_with_a_sigkilled_sidecar() {
     let (spare, init) = ready_ahead(&s);
     s.child.kill().unwrap(); // SIGKILL
     let _ = s.child.wait();
-    let gone = |pid: i32| {
-        !Path::new(&format!("/proc/{pid}")).exists()
-            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .is_ok_and(|st| st.contains(") Z "))
-    };
     assert!(
         wait_until(Duration::from_secs(5), || gone(spare) && gone(init)),
         "the prepared spare {spare} or its init {init} outlived the sidecar"
