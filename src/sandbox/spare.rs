@@ -618,11 +618,27 @@ fn prepare(id: Option<u64>, spec: LaunchSpec) {
     let mut msg = vec![PREPARE];
     put(&mut msg, &json);
     // A few KiB into the empty buffer of a socket nothing else was written to.
-    match spare.order.try_write(&msg) {
+    match send_now(&spare.order, &msg) {
         Ok(n) if n == msg.len() => spare.ahead = Some(spec),
         Ok(_) => *g = None, // half a message: the spare is of no use
         Err(_) => {}
     }
+}
+
+/// Sends what fits without waiting. On the descriptor itself: tokio's `try_write` refuses
+/// until the reactor has reported the socket writable, which for a spare parked a moment
+/// ago (a command that ended within milliseconds) it has not yet, and the policy was lost.
+fn send_now(stream: &tokio::net::UnixStream, msg: &[u8]) -> std::io::Result<usize> {
+    // SAFETY: sending a valid buffer on an open socket; MSG_DONTWAIT never blocks.
+    let sent = unsafe {
+        libc::send(
+            stream.as_raw_fd(),
+            msg.as_ptr().cast(),
+            msg.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
+    };
+    usize::try_from(sent).map_err(|_| std::io::Error::last_os_error())
 }
 
 fn start(key: Key, cgroup: Option<CommandCgroup>) -> std::io::Result<Spare> {
@@ -670,6 +686,18 @@ fn start(key: Key, cgroup: Option<CommandCgroup>) -> std::io::Result<Spare> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_policy_reaches_a_socket_the_reactor_has_not_polled_yet() {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let ours = tokio::net::UnixStream::from_std(ours).unwrap();
+        // No await in between: the reactor has not reported the socket writable.
+        assert_eq!(send_now(&ours, b"P1234").unwrap(), 5);
+        let mut got = [0u8; 5];
+        std::io::Read::read_exact(&mut &theirs, &mut got).unwrap();
+        assert_eq!(&got, b"P1234");
+    }
 
     #[test]
     fn orders_round_trip_with_non_utf8_bytes() {
