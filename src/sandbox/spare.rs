@@ -21,6 +21,11 @@
 //! when the command (or the launcher) runs, or the 4-byte errno of a failed `exec`;
 //! `E` + errno when `chdir` failed; `S` when what the spare prepared no longer fits. `S` or
 //! nothing at all (the spare died): the caller starts the command cold instead.
+//!
+//! A prepared spare's init answers `B` instead of `A` and keeps the socket: `R` once the
+//! command starts, then `X` + the 4-byte exit code once the command and everything it started
+//! are dead. The caller has the result then, while init and the spare still exit (tearing
+//! down the namespaces is ~1 ms on their way out).
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -299,28 +304,55 @@ fn prepared(spec: LaunchSpec) -> i32 {
                 return LAUNCH_FAILED;
             }
         };
-        if !settle(&order) {
+        if !settle(&order, b'B') {
             return LAUNCH_FAILED;
         }
-        // SAFETY: closing our end of the order socket: the sidecar reads EOF.
-        unsafe { libc::close(ORDER_FD) };
-        ready.finish(launch, &args)
+        // The socket stays ours (not the command's) for the exit code.
+        // SAFETY: marks our order socket close-on-exec.
+        unsafe { libc::fcntl(ORDER_FD, libc::F_SETFD, libc::FD_CLOEXEC) };
+        reply(b"R");
+        let code = ready.finish(launch, &args);
+        report_exit(code)
     });
     match init {
         Ok(pid) => {
-            // Only init answers orders now.
-            // SAFETY: closing our copy of the order socket.
-            unsafe { libc::close(ORDER_FD) };
+            // Only init answers orders now, and only init and the command hold the command's
+            // stdio: its pipes read EOF once they are done, not once we have exited.
+            // SAFETY: closing our copies of the order socket and of stdin, stdout, stderr.
+            unsafe {
+                for fd in [ORDER_FD, 0, 1, 2] {
+                    libc::close(fd);
+                }
+            }
             launcher::wait_for(pid)
         }
         Err(_) => LAUNCH_FAILED,
     }
 }
 
-/// Accepts the order and puts it in place: cwd, stdin, environment. False: refused (and
-/// said why on the socket).
-fn settle(order: &Received) -> bool {
-    reply(b"A");
+/// Init, once the command is over: ends everything else in the namespace, reaps it, lets go
+/// of the command's stdio and sends `X` + `code`. Returns `code` (init's exit status).
+fn report_exit(code: i32) -> i32 {
+    // SAFETY: as pid 1 of the namespace, -1 reaches every other process in it (and nothing
+    // outside); then reap until none is left.
+    unsafe {
+        libc::kill(-1, libc::SIGKILL);
+        let mut status = 0;
+        while libc::waitpid(-1, &mut status, 0) > 0 || errno() == libc::EINTR {}
+        for fd in [0, 1, 2] {
+            libc::close(fd);
+        }
+    }
+    let mut msg = [b'X', 0, 0, 0, 0];
+    msg[1..].copy_from_slice(&code.to_le_bytes());
+    reply(&msg);
+    code
+}
+
+/// Accepts the order (`accept`: `A`, or `B` from a prepared init) and puts it in place:
+/// cwd, stdin, environment. False: refused (and said why on the socket).
+fn settle(order: &Received, accept: u8) -> bool {
+    reply(&[accept]);
     let Ok(cwd) = CString::new(order.cwd.as_os_str().as_bytes()) else {
         reply_error(b'E', libc::EINVAL);
         return false;
@@ -346,7 +378,7 @@ fn settle(order: &Received) -> bool {
 }
 
 fn become_command(order: Box<Received>) -> i32 {
-    if !settle(&order) {
+    if !settle(&order, b'A') {
         return LAUNCH_FAILED;
     }
     match &order.launch {
@@ -461,8 +493,8 @@ pub fn discard() {
 
 /// What a spare gave back.
 pub enum Outcome {
-    /// The command runs; its child handle and the cgroup it is in.
-    Started(Box<(Child, Option<CommandCgroup>)>),
+    /// The command runs.
+    Started(Box<Started>),
     /// `chdir` or `exec` failed the way a cold spawn reports it.
     Failed(std::io::Error),
     /// No spare could serve it: start cold.
@@ -528,26 +560,62 @@ async fn use_spare(mut spare: Spare, order: &Order<'_>, max: Option<u32>) -> Out
         return Outcome::Cold;
     }
     let mut answer = Vec::with_capacity(5);
-    if spare.order.read_to_end(&mut answer).await.is_err() {
-        return Outcome::Cold;
-    }
-    match answer.as_slice() {
-        [b'A'] => {
-            if order.stdin_null {
-                drop(spare.child.stdin.take());
-            }
-            Outcome::Started(Box::new((spare.child, spare.cgroup.take())))
+    // To EOF, or to `B` `R` (a prepared init, which keeps the socket for the exit code).
+    loop {
+        let mut buf = [0u8; 8];
+        match spare.order.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(_) => return Outcome::Cold,
         }
-        // `A` + errno: exec failed; `A` `E` + errno: chdir or stdin failed.
-        [b'A', a, b, c, d] | [b'A', b'E', a, b, c, d] => {
+        if answer.as_slice() == b"BR" {
+            break;
+        }
+    }
+    let exit = match answer.as_slice() {
+        [b'A'] => None,
+        b"BR" => Some(ExitReport(spare.order)),
+        // `B` or `A`, `E` + errno: chdir or stdin failed; `A` + errno: exec failed.
+        [b'A' | b'B', b'E', a, b, c, d] | [b'A', a, b, c, d] => {
             let e = i32::from_le_bytes([*a, *b, *c, *d]);
-            if e == libc::ETXTBSY {
+            return if e == libc::ETXTBSY {
                 Outcome::Cold // the cold path retries it
             } else {
                 Outcome::Failed(std::io::Error::from_raw_os_error(e))
-            }
+            };
         }
-        _ => Outcome::Cold,
+        _ => return Outcome::Cold,
+    };
+    if order.stdin_null {
+        drop(spare.child.stdin.take());
+    }
+    Outcome::Started(Box::new(Started {
+        child: spare.child,
+        cgroup: spare.cgroup.take(),
+        exit,
+    }))
+}
+
+/// A warm-started command.
+pub struct Started {
+    pub child: Child,
+    /// The cgroup it runs in.
+    pub cgroup: Option<CommandCgroup>,
+    /// Where a prepared init reports the exit code.
+    pub exit: Option<ExitReport>,
+}
+
+/// The socket a prepared init sends `X` + the exit code on, once the command and everything
+/// it started are dead.
+pub struct ExitReport(tokio::net::UnixStream);
+
+impl ExitReport {
+    /// The command's exit code (as the spare would exit with), or `None` when init died
+    /// without reporting (the caller waits for the spare itself).
+    pub async fn code(&mut self) -> Option<i32> {
+        let mut msg = [0u8; 5];
+        self.0.read_exact(&mut msg).await.ok()?;
+        (msg[0] == b'X').then(|| i32::from_le_bytes([msg[1], msg[2], msg[3], msg[4]]))
     }
 }
 

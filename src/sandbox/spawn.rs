@@ -13,7 +13,7 @@ use tokio::process::{Child, Command};
 use super::cgroup::{CommandCgroup, join_in_child};
 use super::launcher::SUBCOMMAND;
 use super::policy::LaunchSpec;
-use super::spare::{self, Order, Outcome};
+use super::spare::{self, ExitReport, Order, Outcome, Started};
 use crate::lifecycle::Lifecycle;
 
 /// Spawn attempts when exec(2) says ETXTBSY: the file is briefly held open for writing (being
@@ -150,6 +150,29 @@ fn command(spec: &SpawnSpec) -> std::io::Result<Command> {
 pub struct Spawned<'a> {
     pub child: Child,
     pub group: Group<'a>,
+    /// Where a prepared warm spare reports the exit code (see [`Spawned::wait_code`]).
+    pub exit: Option<ExitReport>,
+}
+
+impl Spawned<'_> {
+    /// Waits for the command and returns its exit code (128 + the signal when killed). A
+    /// prepared warm spare reports it once the command and everything it started are dead,
+    /// before its own exit tears the namespaces down; the child is reaped later.
+    pub async fn wait_code(&mut self) -> std::io::Result<i32> {
+        if let Some(exit) = &mut self.exit {
+            if let Some(code) = exit.code().await {
+                return Ok(code);
+            }
+            self.exit = None;
+        }
+        self.child.wait().await.map(exit_code)
+    }
+}
+
+/// A child's exit status as a shell reports it: the code, or 128 + the signal.
+pub fn exit_code(s: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
 }
 
 /// Spawns `spec`, retrying briefly on ETXTBSY, and registers its group with `lifecycle`.
@@ -177,8 +200,14 @@ pub async fn spawn(
         let (tx, ended) = tokio::sync::oneshot::channel();
         match spare::run(&exe, &order, &mut spec.cgroup, idle, ended).await {
             Outcome::Started(started) => {
-                let (child, cgroup) = *started;
-                return registered(child, cgroup, lifecycle, Some(tx));
+                let Started {
+                    child,
+                    cgroup,
+                    exit,
+                } = *started;
+                let mut spawned = registered(child, cgroup, lifecycle, Some(tx))?;
+                spawned.exit = exit;
+                return Ok(spawned);
             }
             Outcome::Failed(e) => return Err(e),
             Outcome::Cold => ended_tx = Some(tx),
@@ -220,6 +249,7 @@ fn registered(
     }
     Ok(Spawned {
         child,
+        exit: None,
         group: Group {
             pgid,
             lifecycle,

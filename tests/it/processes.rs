@@ -55,7 +55,7 @@ pub(crate) fn all_running(m: &[String]) -> bool {
     m.iter().all(|x| !pids_with_arg(x).is_empty())
 }
 
-fn survivors(m: &[String]) -> Vec<String> {
+pub(crate) fn survivors(m: &[String]) -> Vec<String> {
     m.iter()
         .filter(|x| !pids_with_arg(x).is_empty())
         .cloned()

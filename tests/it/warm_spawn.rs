@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::{Opts, Sidecar, WAIT, wait_until};
-use crate::processes::{all_running, assert_none_survive, detach_script, markers};
+use crate::processes::{all_running, assert_none_survive, detach_script, markers, survivors};
 use crate::support::plugins::{Plugins, atomic_write, tool};
 
 /// Parked spares of `sidecar`: its children running `__spawn-spare` that run no command:
@@ -543,4 +543,43 @@ fn a_spare_prepared_ahead_dies_with_a_sigkilled_sidecar() {
         wait_until(Duration::from_secs(5), || gone(spare) && gone(init)),
         "the prepared spare {spare} or its init {init} outlived the sidecar"
     );
+}
+
+#[test]
+fn a_prepared_spare_reports_only_once_everything_the_command_started_is_dead() {
+    let ws = tempfile::tempdir().unwrap();
+    // Without a cgroup to kill the command's tree, only the namespace's init can: the
+    // `setsid` sleep leaves the process group and holds none of the command's pipes.
+    let mut s = Sidecar::start_with(Opts {
+        env: vec![("OUTRIGGER_SANDBOX_DISABLE_LAYERS".into(), "cgroup".into())],
+        ..Default::default()
+    });
+    bash(&mut s, ws.path(), "true");
+    bash(&mut s, ws.path(), "true");
+    let (spare, init) = ready_ahead(&s);
+    let m = markers(3803, 8);
+    let r = bash(
+        &mut s,
+        ws.path(),
+        &format!(
+            "setsid sleep {} >/dev/null 2>&1 </dev/null &\n{}echo $n\necho err >&2\nexit 5",
+            m[7],
+            detach_script(&m[..7])
+        ),
+    );
+    assert_eq!(r["data"]["exitCode"], 5, "{r}");
+    assert_eq!(
+        r["data"]["stdout"], "7\n",
+        "all seven started, output whole: {r}"
+    );
+    assert_eq!(r["data"]["stderr"], "err\n", "{r}");
+    // Not waited for: by the time the result is out, nothing the command started runs.
+    assert_eq!(survivors(&m), Vec::<String>::new(), "still running");
+    // It ran in the prepared spare, which is gone with it.
+    assert!(
+        wait_until(WAIT, || gone(spare) && gone(init)),
+        "the spare {spare} or its init {init} was not reaped"
+    );
+    let r = bash(&mut s, ws.path(), "echo next");
+    assert_eq!(r["data"]["stdout"], "next\n", "{r}");
 }

@@ -186,8 +186,8 @@ impl BashTool {
         let end = tokio::select! {
             biased;
             _ = ctx.cancel.cancelled() => End::Cancelled,
-            st = spawned.child.wait() => match st {
-                Ok(s) => End::Exited(exit_code(s)),
+            st = spawned.wait_code() => match st {
+                Ok(code) => End::Exited(code),
                 Err(e) => End::WaitFailed(e.to_string()),
             },
             _ = tokio::time::sleep(Duration::from_millis(timeout_ms)) => End::TimedOut,
@@ -394,11 +394,6 @@ pub(crate) fn with_marker(r: ToolResult, m: &Marker) -> ToolResult {
         "_sandbox",
         json!({"backend": m.backend, "enforcement": m.enforcement}),
     )
-}
-
-fn exit_code(s: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
 }
 
 /// A captured stream as text (cleaned unless `raw`); a gap past the save cap is marked with

@@ -305,6 +305,7 @@ async fn run_inner(
     let Spawned {
         mut child,
         group: mut guard,
+        ..
     } = match spawn(request, lifecycle).await {
         Ok(s) => s,
         Err(e) => {

@@ -279,7 +279,9 @@ pub async fn run(
         warm: None,
         terminal: None,
     };
-    let Spawned { mut child, group } = match spawn(spec, ctx.lifecycle.as_deref()).await {
+    let Spawned {
+        mut child, group, ..
+    } = match spawn(spec, ctx.lifecycle.as_deref()).await {
         Ok(s) => s,
         Err(e) => {
             return failure(

@@ -15,9 +15,10 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::super::{KILL_GRACE, Setup, exit_code, setup};
+use super::super::{KILL_GRACE, Setup, setup};
 use crate::config::Settings;
 use crate::lifecycle::Lifecycle;
+use crate::sandbox::spawn::exit_code;
 use crate::sandbox::spawn::{Group, PrivateTmp, spawn, terminate};
 use crate::sandbox::{Marker, Sandbox, protect, pty};
 use crate::tools::{ToolContext, ToolResult};
