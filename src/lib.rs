@@ -4,6 +4,7 @@
 pub mod acp;
 pub mod agent;
 pub mod app;
+pub mod blocking;
 pub mod catch_panic;
 pub mod cli;
 pub mod clock;

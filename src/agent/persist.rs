@@ -142,12 +142,7 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
     let store = store.clone();
-    let multi = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if multi {
-        return tokio::task::block_in_place(|| f(&store));
-    }
-    match tokio::task::spawn_blocking(move || f(&store)).await {
+    match crate::blocking::in_place(move || f(&store)).await {
         Ok(r) => r,
         Err(e) => Err(StoreError::Task(e.to_string())),
     }

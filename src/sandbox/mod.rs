@@ -544,8 +544,9 @@ impl Sandbox {
     }
 }
 
-/// The guard of a command's protected names, set up off the async threads (without the
-/// read-only mounts it snapshots the repository's hooks and config first).
+/// The guard of a command's protected names. With the read-only mounts it only looks at a
+/// few names (in place); without them it snapshots the repository's hooks and config first
+/// (on the blocking pool).
 async fn protect_guard(
     workspace: &Path,
     read_only: bool,
@@ -553,9 +554,12 @@ async fn protect_guard(
 ) -> Option<protect::Guard> {
     let ws = workspace.to_path_buf();
     let max = settings.map_or(500_000, |s| s.max_walk_entries);
-    tokio::task::spawn_blocking(move || protect::Guard::before(&ws, read_only, max))
-        .await
-        .ok()
+    let before = move || protect::Guard::before(&ws, read_only, max);
+    if read_only {
+        crate::blocking::in_place(before).await.ok()
+    } else {
+        tokio::task::spawn_blocking(before).await.ok()
+    }
 }
 
 /// Finds the pids cgroup; the join is tried with a launcher process that exits at once.

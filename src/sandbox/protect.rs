@@ -227,6 +227,18 @@ impl Guard {
         self.run()
     }
 
+    /// [`Guard::finish`] from async code: in place when the existing names were mounted
+    /// read-only (it looks at a few names, and walks only what the command created), else on
+    /// the blocking pool (it compares the repository with its snapshot).
+    pub async fn finish_async(self) -> Vec<String> {
+        let done = if self.read_only {
+            crate::blocking::in_place(move || self.finish()).await
+        } else {
+            tokio::task::spawn_blocking(move || self.finish()).await
+        };
+        done.unwrap_or_default()
+    }
+
     fn run(&mut self) -> Vec<String> {
         if std::mem::replace(&mut self.done, true) {
             return Vec::new();

@@ -212,9 +212,7 @@ impl BashTool {
         drop(tmp);
         // Everything the command started is dead: undo what it left on protected names.
         let cleanup = match guard {
-            Some(g) => tokio::task::spawn_blocking(move || g.finish())
-                .await
-                .unwrap_or_default(),
+            Some(g) => g.finish_async().await,
             None => Vec::new(),
         };
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

@@ -503,9 +503,7 @@ async fn keep(k: Keeper) {
     }
     drop(tmp);
     let cleanup = match guard {
-        Some(g) => tokio::task::spawn_blocking(move || g.finish())
-            .await
-            .unwrap_or_default(),
+        Some(g) => g.finish_async().await,
         None => Vec::new(),
     };
     life.send_modify(|l| {

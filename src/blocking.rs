@@ -1,0 +1,37 @@
+//! Short blocking work (a few syscalls, a bounded commit) from async code, without a hop.
+//! On the multi-thread runtime it runs in place (`block_in_place`: the worker hands its other
+//! tasks on, so no thread is woken to run it and none to wake the task back); on any other
+//! runtime (a headless run's current-thread one) it goes to the blocking pool.
+
+/// Runs `f` in place on the multi-thread runtime, else on the blocking pool.
+pub async fn in_place<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    let multi = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi {
+        return Ok(tokio::task::block_in_place(f));
+    }
+    tokio::task::spawn_blocking(f).await
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn runs_on_the_calling_thread_on_the_multi_thread_runtime() {
+        let here = std::thread::current().id();
+        let there = super::in_place(|| std::thread::current().id())
+            .await
+            .unwrap();
+        assert_eq!(here, there);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn goes_to_the_blocking_pool_on_a_current_thread_runtime() {
+        let here = std::thread::current().id();
+        let there = super::in_place(|| std::thread::current().id())
+            .await
+            .unwrap();
+        assert_ne!(here, there);
+    }
+}
