@@ -559,32 +559,15 @@ async fn use_spare(mut spare: Spare, order: &Order<'_>, max: Option<u32>) -> Out
     if spare.order.write_all(&bytes).await.is_err() {
         return Outcome::Cold;
     }
-    let mut answer = Vec::with_capacity(5);
-    // To EOF, or to `B` `R` (a prepared init, which keeps the socket for the exit code).
-    loop {
-        let mut buf = [0u8; 8];
-        match spare.order.read(&mut buf).await {
-            Ok(0) => break,
-            Ok(n) => answer.extend_from_slice(&buf[..n]),
-            Err(_) => return Outcome::Cold,
-        }
-        if answer.as_slice() == b"BR" {
-            break;
-        }
-    }
-    let exit = match answer.as_slice() {
-        [b'A'] => None,
-        b"BR" => Some(ExitReport(spare.order)),
-        // `B` or `A`, `E` + errno: chdir or stdin failed; `A` + errno: exec failed.
-        [b'A' | b'B', b'E', a, b, c, d] | [b'A', a, b, c, d] => {
-            let e = i32::from_le_bytes([*a, *b, *c, *d]);
-            return if e == libc::ETXTBSY {
-                Outcome::Cold // the cold path retries it
-            } else {
-                Outcome::Failed(std::io::Error::from_raw_os_error(e))
-            };
-        }
-        _ => return Outcome::Cold,
+    let exit = match answer(&mut spare.order).await {
+        Answer::Running => None,
+        Answer::Reporting(got) => Some(ExitReport {
+            stream: spare.order,
+            got,
+        }),
+        Answer::Failed(e) if e == libc::ETXTBSY => return Outcome::Cold, // the cold path retries it
+        Answer::Failed(e) => return Outcome::Failed(std::io::Error::from_raw_os_error(e)),
+        Answer::Cold => return Outcome::Cold,
     };
     if order.stdin_null {
         drop(spare.child.stdin.take());
@@ -605,17 +588,69 @@ pub struct Started {
     pub exit: Option<ExitReport>,
 }
 
+/// What a spare answered to its order.
+enum Answer {
+    /// Accepted; it runs (EOF).
+    Running,
+    /// A prepared init accepted and started it, and reports the exit code on the socket:
+    /// what came after `B` `R` (a quick command's `X` can come in the same read).
+    Reporting(Vec<u8>),
+    /// `chdir`, stdin or `exec` failed with this errno.
+    Failed(i32),
+    /// Anything else (`S`, a spare that died): start the command cold.
+    Cold,
+}
+
+/// Reads the answer: to EOF, or to `B` `R` (a prepared init keeps the socket).
+async fn answer(stream: &mut tokio::net::UnixStream) -> Answer {
+    let mut got = Vec::with_capacity(8);
+    loop {
+        let mut buf = [0u8; 16];
+        match stream.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(_) => return Answer::Cold,
+        }
+        if got.starts_with(b"BR") {
+            return Answer::Reporting(got.split_off(2));
+        }
+    }
+    match got.as_slice() {
+        [b'A'] => Answer::Running,
+        // `A` or `B`, `E` + errno: chdir or stdin failed; `A` + errno: exec failed.
+        [b'A' | b'B', b'E', a, b, c, d] | [b'A', a, b, c, d] => {
+            Answer::Failed(i32::from_le_bytes([*a, *b, *c, *d]))
+        }
+        _ => Answer::Cold,
+    }
+}
+
 /// The socket a prepared init sends `X` + the exit code on, once the command and everything
 /// it started are dead.
-pub struct ExitReport(tokio::net::UnixStream);
+pub struct ExitReport {
+    stream: tokio::net::UnixStream,
+    /// What was read already.
+    got: Vec<u8>,
+}
 
 impl ExitReport {
     /// The command's exit code (as the spare would exit with), or `None` when init died
     /// without reporting (the caller waits for the spare itself).
     pub async fn code(&mut self) -> Option<i32> {
-        let mut msg = [0u8; 5];
-        self.0.read_exact(&mut msg).await.ok()?;
-        (msg[0] == b'X').then(|| i32::from_le_bytes([msg[1], msg[2], msg[3], msg[4]]))
+        while self.got.len() < 5 {
+            let mut buf = [0u8; 5];
+            let n = self
+                .stream
+                .read(&mut buf[..5 - self.got.len()])
+                .await
+                .ok()?;
+            if n == 0 {
+                return None;
+            }
+            self.got.extend_from_slice(&buf[..n]);
+        }
+        let m = &self.got;
+        (m[0] == b'X').then(|| i32::from_le_bytes([m[1], m[2], m[3], m[4]]))
     }
 }
 
@@ -754,6 +789,68 @@ fn start(key: Key, cgroup: Option<CommandCgroup>) -> std::io::Result<Spare> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pair() -> (tokio::net::UnixStream, std::os::unix::net::UnixStream) {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        (tokio::net::UnixStream::from_std(ours).unwrap(), theirs)
+    }
+
+    #[tokio::test]
+    async fn an_exit_code_in_the_same_read_as_the_start_is_kept() {
+        use std::io::Write;
+        let (mut ours, mut theirs) = pair();
+        let mut all = b"BRX".to_vec();
+        all.extend_from_slice(&5i32.to_le_bytes());
+        theirs.write_all(&all).unwrap();
+        // Init keeps its end open until it exits: the answer must not wait for EOF.
+        let read = tokio::time::timeout(std::time::Duration::from_secs(5), answer(&mut ours));
+        let Ok(Answer::Reporting(got)) = read.await else {
+            panic!("not reporting");
+        };
+        let mut report = ExitReport { stream: ours, got };
+        assert_eq!(report.code().await, Some(5));
+    }
+
+    #[tokio::test]
+    async fn answers_split_across_reads_are_read_whole() {
+        use std::io::Write;
+        let (mut ours, mut theirs) = pair();
+        let writer = std::thread::spawn(move || {
+            for part in [&b"B"[..], b"R", b"X\x07", b"\0\0\0"] {
+                theirs.write_all(part).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            theirs
+        });
+        let Answer::Reporting(got) = answer(&mut ours).await else {
+            panic!("not reporting");
+        };
+        let mut report = ExitReport { stream: ours, got };
+        assert_eq!(report.code().await, Some(7));
+        drop(writer.join().unwrap());
+
+        // Init gone without a report: none.
+        let (mut ours, mut theirs) = pair();
+        theirs.write_all(b"BR").unwrap();
+        drop(theirs);
+        let Answer::Reporting(got) = answer(&mut ours).await else {
+            panic!("not reporting");
+        };
+        assert_eq!(ExitReport { stream: ours, got }.code().await, None);
+
+        let (mut ours, mut theirs) = pair();
+        theirs.write_all(b"A").unwrap();
+        drop(theirs);
+        assert!(matches!(answer(&mut ours).await, Answer::Running));
+        let (mut ours, mut theirs) = pair();
+        theirs.write_all(b"BE\x02\0\0\0").unwrap();
+        drop(theirs);
+        assert!(matches!(answer(&mut ours).await, Answer::Failed(2)));
+        let (mut ours, theirs) = pair();
+        drop(theirs);
+        assert!(matches!(answer(&mut ours).await, Answer::Cold));
+    }
 
     #[tokio::test]
     async fn a_policy_reaches_a_socket_the_reactor_has_not_polled_yet() {
