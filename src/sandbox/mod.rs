@@ -490,7 +490,8 @@ impl Sandbox {
         );
         let mut layers = a.layers;
         layers.pid_namespace &= pid_namespace;
-        let guard = protect_guard(workspace, layers.namespaces, settings.as_deref()).await;
+        let max_walk = settings.as_deref().map_or(500_000, |s| s.max_walk_entries);
+        let guard = protect::Guard::before_async(workspace, layers.namespaces, max_walk).await;
         // Without a cgroup, the launcher limits the command in its user namespace.
         let max_processes =
             (cgroup.is_none() && layers.namespaces && cgroup::rlimit_binds()).then_some(limit.max);
@@ -541,24 +542,6 @@ impl Sandbox {
         self.live
             .as_ref()
             .map(|l| l.with(|c| c.home().to_path_buf()))
-    }
-}
-
-/// The guard of a command's protected names. With the read-only mounts it only looks at a
-/// few names (in place); without them it snapshots the repository's hooks and config first
-/// (on the blocking pool).
-async fn protect_guard(
-    workspace: &Path,
-    read_only: bool,
-    settings: Option<&crate::config::Settings>,
-) -> Option<protect::Guard> {
-    let ws = workspace.to_path_buf();
-    let max = settings.map_or(500_000, |s| s.max_walk_entries);
-    let before = move || protect::Guard::before(&ws, read_only, max);
-    if read_only {
-        crate::blocking::in_place(before).await.ok()
-    } else {
-        tokio::task::spawn_blocking(before).await.ok()
     }
 }
 

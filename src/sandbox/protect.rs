@@ -227,16 +227,24 @@ impl Guard {
         self.run()
     }
 
-    /// [`Guard::finish`] from async code: in place when the existing names were mounted
-    /// read-only (it looks at a few names, and walks only what the command created), else on
-    /// the blocking pool (it compares the repository with its snapshot).
+    /// [`Guard::before`] from async code (see [`off_the_loop`]).
+    pub async fn before_async(
+        workspace: &Path,
+        read_only: bool,
+        max_entries: usize,
+    ) -> Option<Guard> {
+        let ws = workspace.to_path_buf();
+        off_the_loop(read_only, move || {
+            Guard::before(&ws, read_only, max_entries)
+        })
+        .await
+    }
+
+    /// [`Guard::finish`] from async code (see [`off_the_loop`]).
     pub async fn finish_async(self) -> Vec<String> {
-        let done = if self.read_only {
-            crate::blocking::in_place(move || self.finish()).await
-        } else {
-            tokio::task::spawn_blocking(move || self.finish()).await
-        };
-        done.unwrap_or_default()
+        off_the_loop(self.read_only, move || self.finish())
+            .await
+            .unwrap_or_default()
     }
 
     fn run(&mut self) -> Vec<String> {
@@ -298,6 +306,21 @@ impl Guard {
             ),
         }
     }
+}
+
+/// Runs the guard's work: in place when the existing names are mounted read-only (it looks
+/// at a few names, and walks only what the command created), else on the blocking pool (it
+/// snapshots the repository, or compares it with the snapshot).
+async fn off_the_loop<T: Send + 'static>(
+    read_only: bool,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let done = if read_only {
+        crate::blocking::in_place(f).await
+    } else {
+        tokio::task::spawn_blocking(f).await
+    };
+    done.ok()
 }
 
 impl Drop for Guard {

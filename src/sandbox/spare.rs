@@ -343,9 +343,7 @@ fn report_exit(code: i32) -> i32 {
             libc::close(fd);
         }
     }
-    let mut msg = [b'X', 0, 0, 0, 0];
-    msg[1..].copy_from_slice(&code.to_le_bytes());
-    reply(&msg);
+    reply_tagged(b'X', code);
     code
 }
 
@@ -354,12 +352,12 @@ fn report_exit(code: i32) -> i32 {
 fn settle(order: &Received, accept: u8) -> bool {
     reply(&[accept]);
     let Ok(cwd) = CString::new(order.cwd.as_os_str().as_bytes()) else {
-        reply_error(b'E', libc::EINVAL);
+        reply_tagged(b'E', libc::EINVAL);
         return false;
     };
     // SAFETY: a valid path.
     if unsafe { libc::chdir(cwd.as_ptr()) } != 0 {
-        reply_error(b'E', errno());
+        reply_tagged(b'E', errno());
         return false;
     }
     if order.stdin_null {
@@ -367,7 +365,7 @@ fn settle(order: &Received, accept: u8) -> bool {
         unsafe {
             let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
             if fd < 0 || libc::dup2(fd, 0) < 0 {
-                reply_error(b'E', errno());
+                reply_tagged(b'E', errno());
                 return false;
             }
             libc::close(fd);
@@ -403,10 +401,11 @@ fn become_command(order: Box<Received>) -> i32 {
     }
 }
 
-fn reply_error(kind: u8, e: i32) {
+/// `tag` + a 4-byte value: `E` + errno, `X` + exit code.
+fn reply_tagged(tag: u8, value: i32) {
     let mut b = [0u8; 5];
-    b[0] = kind;
-    b[1..].copy_from_slice(&e.to_le_bytes());
+    b[0] = tag;
+    b[1..].copy_from_slice(&value.to_le_bytes());
     reply(&b);
 }
 
