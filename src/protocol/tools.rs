@@ -5,6 +5,7 @@
 //! (router entries, plugin rows, skill rows, edit outcomes) are converted into them there.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -24,28 +25,53 @@ pub enum ToolDescriptorKind {
 }
 
 /// The `function` member of a tool descriptor.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct ToolFunctionSpec {
-    pub name: String,
-    pub description: String,
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ToolFunctionSpec<'a> {
+    pub name: &'a str,
+    pub description: &'a str,
     /// The tool's arguments as a JSON Schema (an object schema).
-    pub parameters: crate::tools::Schema,
+    pub parameters: &'a crate::tools::Schema,
 }
 
+// Borrowed from the router's entry: a 10,000-tool list is written without copying each row.
 /// One `tool.list` row: the OpenAI function descriptor plus mode and exposure.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct ToolDescriptor {
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ToolDescriptor<'a> {
     #[serde(rename = "type")]
     pub kind: ToolDescriptorKind,
-    pub function: ToolFunctionSpec,
+    pub function: ToolFunctionSpec<'a>,
     pub mode: ToolMode,
     pub exposure: ToolExposure,
 }
 
+impl<'a> ToolDescriptor<'a> {
+    pub fn of(e: &'a crate::tools::router::Entry) -> ToolDescriptor<'a> {
+        ToolDescriptor {
+            kind: ToolDescriptorKind::Function,
+            function: ToolFunctionSpec {
+                name: &e.name,
+                description: &e.description,
+                parameters: &e.parameters,
+            },
+            mode: e.mode,
+            exposure: e.exposure,
+        }
+    }
+}
+
+// Holds the router's shared entries; each row is serialised from its entry as it is written.
 /// `tool.list` result: every registered tool whatever its tier, sorted by name.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(transparent)]
-pub struct ToolList(pub Vec<ToolDescriptor>);
+#[derive(JsonSchema)]
+#[schemars(transparent)]
+pub struct ToolList(
+    #[schemars(with = "Vec<ToolDescriptor<'static>>")] pub Vec<Arc<crate::tools::router::Entry>>,
+);
+
+impl Serialize for ToolList {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|e| ToolDescriptor::of(e)))
+    }
+}
 
 /// The context of one `tool.invoke` call. Open on purpose: hosts put their own keys
 /// (`chatId`, …) in it, as they do in a turn's `toolContext`; they are accepted and unused.

@@ -7,26 +7,11 @@ use crate::app::App;
 use crate::protocol::NoParams;
 use crate::protocol::ToolResult;
 use crate::protocol::tools::{
-    PluginToolsDescribeResult, RegisteredTool, ToolDescriptor, ToolDescriptorKind,
-    ToolFunctionSpec, ToolInvokeParams, ToolList,
+    PluginToolsDescribeResult, RegisteredTool, ToolInvokeParams, ToolList,
 };
 use crate::rpc::error::{ErrorKind, RpcError};
 use crate::tools::ToolContext;
 use crate::tools::router::Entry;
-
-/// The OpenAI function descriptor plus mode and exposure (`tool.list`).
-fn descriptor(e: &Entry) -> ToolDescriptor {
-    ToolDescriptor {
-        kind: ToolDescriptorKind::Function,
-        function: ToolFunctionSpec {
-            name: e.name.clone(),
-            description: e.description.clone(),
-            parameters: e.parameters.clone(),
-        },
-        mode: e.mode,
-        exposure: e.exposure,
-    }
-}
 
 /// The full row (`plugin.tools.describe`).
 fn registered(e: &Entry) -> RegisteredTool {
@@ -43,13 +28,7 @@ fn registered(e: &Entry) -> RegisteredTool {
 }
 
 pub async fn list(app: Arc<App>, _: NoParams) -> Result<ToolList, RpcError> {
-    let rows = app
-        .router
-        .describe()
-        .iter()
-        .map(|e| descriptor(e))
-        .collect();
-    Ok(ToolList(rows))
+    Ok(ToolList(app.router.describe()))
 }
 
 pub async fn describe(app: Arc<App>, _: NoParams) -> Result<PluginToolsDescribeResult, RpcError> {
