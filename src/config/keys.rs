@@ -417,6 +417,15 @@ pub static KEYS: &[KeySpec] = &[
         doc: "how long a pre-started process for the next bash command or plugin call waits before it is let go (it takes the spawn and cgroup cost off the call); 0 starts every command cold",
     },
     KeySpec {
+        name: "sandbox_warm_spares",
+        kind: Kind::Int {
+            min: 0,
+            max: MAX_WARM_SPARES,
+        },
+        default: || json!(2),
+        doc: "how many pre-started processes wait for the next bash commands or plugin calls: with two, commands back to back or in pairs never wait for a spare's cgroup move; 0 starts every command cold",
+    },
+    KeySpec {
         name: "run_code",
         kind: Kind::Bool,
         default: || json!(false),
@@ -642,6 +651,9 @@ pub static KEYS: &[KeySpec] = &[
 
 /// Ceiling of `sandbox_max_processes`.
 pub const MAX_PROCESSES_CEILING: i64 = 4096;
+/// Ceiling of `sandbox_warm_spares`: each waiting spare is a process (~2 MiB of its own) and a
+/// cgroup; more than a few only help hosts that run that many commands at once.
+pub const MAX_WARM_SPARES: i64 = 4;
 /// Ceiling of `bash_timeout_ms` and `bash_max_timeout_ms` (a day).
 pub const BASH_TIMEOUT_CEILING_MS: i64 = 86_400_000;
 /// Credential locations always refused by the file tools and hidden from sandboxed commands;

@@ -425,6 +425,10 @@ impl Config {
                 .and_then(|n| u32::try_from(n).ok())
                 .unwrap_or(256),
             sandbox_warm_idle_ms: get("sandbox_warm_idle_ms").as_u64().unwrap_or(300_000),
+            sandbox_warm_spares: get("sandbox_warm_spares")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(2),
             run_code: get("run_code").as_bool().unwrap_or(false),
             run_code_python: get("run_code_python").as_str().map(PathBuf::from),
             run_code_timeout_ms: get("run_code_timeout_ms").as_u64().unwrap_or(60_000),
@@ -577,6 +581,8 @@ pub struct Settings {
     pub sandbox_max_processes: u32,
     /// `sandbox_warm_idle_ms`: 0 = no warm spare.
     pub sandbox_warm_idle_ms: u64,
+    /// `sandbox_warm_spares`: how many spares wait at once; 0 = none.
+    pub sandbox_warm_spares: usize,
     pub run_code: bool,
     pub run_code_python: Option<PathBuf>,
     pub run_code_timeout_ms: u64,

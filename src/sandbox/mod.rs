@@ -174,9 +174,9 @@ pub struct Prepared {
     /// [`protect`]): finish it after the command's processes are dead (dropping it does the
     /// same, logging what it removed).
     pub guard: Option<protect::Guard>,
-    /// `SpawnSpec::warm`: how long the next warm spare waits (`sandbox_warm_idle_ms`), or
-    /// `None` to start cold.
-    pub warm: Option<std::time::Duration>,
+    /// `SpawnSpec::warm`: how many warm spares wait and how long (`sandbox_warm_spares`,
+    /// `sandbox_warm_idle_ms`), or `None` to start cold.
+    pub warm: Option<spare::Warm>,
 }
 
 impl Prepared {
@@ -466,11 +466,13 @@ impl Sandbox {
             }
             _ => None,
         };
-        let warm = settings
-            .as_ref()
-            .map_or(300_000, |s| s.sandbox_warm_idle_ms);
-        let warm =
-            (warm > 0 && self.launcher.is_some()).then(|| std::time::Duration::from_millis(warm));
+        let (idle, spares) = settings.as_ref().map_or((300_000, 2), |s| {
+            (s.sandbox_warm_idle_ms, s.sandbox_warm_spares)
+        });
+        let warm = (idle > 0 && spares > 0 && self.launcher.is_some()).then(|| spare::Warm {
+            idle: std::time::Duration::from_millis(idle),
+            spares,
+        });
         if !enabled || self.launcher.is_none() {
             return Ok(Prepared {
                 marker: a.marker,

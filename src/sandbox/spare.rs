@@ -8,9 +8,14 @@
 //! its own fresh cgroup, death signal armed, blocked on fd 3 for one order. The order carries
 //! what `Command` would have set (argv, cwd, environment, stdin) and the launch spec; the
 //! spare then runs the very code the cold launcher runs (or execs the command directly when
-//! the sandbox is off). One spare at a time per process, replaced after each use (the
-//! replacement takes over the cgroup the command did not need), let go after
-//! `sandbox_warm_idle_ms` unused.
+//! the sandbox is off). Up to `sandbox_warm_spares` wait at once (two by default), the oldest
+//! serves first, each is replaced after use (the first replacement takes over the cgroup the
+//! command did not need), and each is let go after `sandbox_warm_idle_ms` unused.
+//!
+//! Why two: a spare joins its cgroup itself, and that move waits for an RCU grace period
+//! (10–15 ms here). With one spare, started when the one before was taken, commands back to
+//! back met a spare still in its move (p99 ~22 ms). The oldest of two has had two commands'
+//! time, and two commands in parallel both start warm.
 //!
 //! When the last two sandboxed commands had the same policy, the spare is also told that
 //! policy once the command before it is over, and confines itself ahead (see
@@ -456,7 +461,8 @@ impl Spare {
     }
 }
 
-static SLOT: Mutex<Option<Spare>> = Mutex::new(None);
+/// The waiting spares, oldest first.
+static POOL: Mutex<Vec<Spare>> = Mutex::new(Vec::new());
 /// The last sandboxed command's launch spec: when the next one has the same policy, the
 /// spare after it is prepared for that policy.
 static LAST: Mutex<Option<LaunchSpec>> = Mutex::new(None);
@@ -480,14 +486,22 @@ fn predict(launch: Option<&LaunchSpec>) -> Option<LaunchSpec> {
 }
 static IDS: AtomicU64 = AtomicU64::new(1);
 
-fn slot() -> std::sync::MutexGuard<'static, Option<Spare>> {
-    SLOT.lock().unwrap_or_else(|e| e.into_inner())
+fn pool() -> std::sync::MutexGuard<'static, Vec<Spare>> {
+    POOL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Lets the waiting spare go (shutdown; tests).
+/// How many spares wait, and how long each waits unused (`sandbox_warm_spares`,
+/// `sandbox_warm_idle_ms`).
+#[derive(Clone, Copy, Debug)]
+pub struct Warm {
+    pub idle: Duration,
+    pub spares: usize,
+}
+
+/// Lets the waiting spares go (shutdown; tests).
 pub fn discard() {
-    let spare = slot().take();
-    drop(spare);
+    let spares = std::mem::take(&mut *pool());
+    drop(spares);
 }
 
 /// What a spare gave back.
@@ -504,30 +518,31 @@ fn cgroup_base(cg: Option<&CommandCgroup>) -> Option<PathBuf> {
     cg.and_then(|c| c.dir().parent()).map(Path::to_path_buf)
 }
 
-/// Runs `order` in the waiting spare if it fits (`cgroup` is the one prepared for the
+/// Runs `order` in the oldest waiting spare that fits (`cgroup` is the one prepared for the
 /// command; the spare's own is used instead, its `pids.max` set from it), and starts the
-/// next spare in the background with the unused cgroup. `idle`: how long that one waits.
+/// next spare in the background with the unused cgroup.
 pub async fn run(
     exe: &Path,
     order: &Order<'_>,
     cgroup: &mut Option<CommandCgroup>,
-    idle: Duration,
+    warm: Warm,
     ended: tokio::sync::oneshot::Receiver<()>,
 ) -> Outcome {
     let key = Key {
         exe: exe.to_path_buf(),
         cgroup_base: cgroup_base(cgroup.as_ref()),
     };
-    let taken = {
-        let mut g = slot();
-        match g.take() {
-            Some(s) if s.fits(&key, order.launch) => Some(s),
-            other => {
-                drop(other);
-                None
-            }
+    let (taken, unfit) = {
+        let mut p = pool();
+        match p.iter().position(|s| s.fits(&key, order.launch)) {
+            Some(i) => (Some(p.remove(i)), None),
+            // None fits (another binary or cgroup base, prepared for another policy): the
+            // oldest makes room for one that will.
+            None if !p.is_empty() => (None, Some(p.remove(0))),
+            None => (None, None),
         }
     };
+    drop(unfit);
     let outcome = match taken {
         Some(spare) => use_spare(spare, order, cgroup.as_ref().map(CommandCgroup::max)).await,
         None => Outcome::Cold,
@@ -539,7 +554,7 @@ pub async fn run(
         _ => cgroup.as_ref().and_then(|c| c.sibling().ok()),
     };
     if key.cgroup_base.is_some() == next_cg.is_some() {
-        tokio::spawn(refill(key, next_cg, idle, predict(order.launch), ended));
+        tokio::spawn(refill(key, next_cg, warm, predict(order.launch), ended));
     }
     outcome
 }
@@ -653,78 +668,100 @@ impl ExitReport {
     }
 }
 
-/// Starts a spare and parks it, unless one is already waiting. With `ahead`, tells it that
-/// policy once `ended` resolves (the command that made room for it is over), so its
-/// preparation does not take a core from that command.
+/// Starts a spare with `cgroup` and parks it, unless the pool is full. Once the command that
+/// made room is over (`ended`), tops the pool up (spares past the first make their own
+/// cgroups) and, with `ahead`, tells every unprepared spare that policy; so neither takes a
+/// core from that command.
 async fn refill(
     key: Key,
     cgroup: Option<CommandCgroup>,
-    idle: Duration,
+    warm: Warm,
     ahead: Option<LaunchSpec>,
     ended: tokio::sync::oneshot::Receiver<()>,
 ) {
-    if slot().is_some() {
-        // A spare started for an earlier command is still waiting (this one came before it
-        // was parked, and started cold): that one prepares instead.
-        if let Some(spec) = ahead {
-            let _ = ended.await;
-            prepare(None, spec);
-        }
-        return;
+    if pool().len() < warm.spares {
+        park(&key, cgroup, warm);
     }
-    let spare = match start(key, cgroup) {
+    tokio::select! {
+        _ = ended => {}
+        // A command longer than a spare's idle time: nothing waits to be prepared.
+        () = tokio::time::sleep(warm.idle) => return,
+    }
+    while pool().len() < warm.spares {
+        // Past the first, each spare makes its own cgroup, beside a parked one's.
+        let cg = if key.cgroup_base.is_some() {
+            let made = pool()
+                .iter()
+                .filter(|s| s.key == key)
+                .find_map(|s| s.cgroup.as_ref())
+                .map(CommandCgroup::sibling);
+            match made {
+                Some(Ok(cg)) => Some(cg),
+                _ => break,
+            }
+        } else {
+            None
+        };
+        if !park(&key, cg, warm) {
+            break;
+        }
+    }
+    if let Some(spec) = ahead {
+        prepare(&spec);
+    }
+}
+
+/// Starts a spare, parks it if there is room, and lets it go after `warm.idle` unused.
+/// Whether it was parked.
+fn park(key: &Key, cgroup: Option<CommandCgroup>, warm: Warm) -> bool {
+    let spare = match start(key.clone(), cgroup) {
         Ok(s) => s,
         Err(e) => {
             tracing::debug!("warm spawn: cannot start a spare: {e}");
-            return;
+            return false;
         }
     };
     let id = spare.id;
     {
-        let mut g = slot();
-        if g.is_some() {
-            return;
+        let mut p = pool();
+        if p.len() >= warm.spares {
+            return false; // a parallel refill filled it
         }
-        *g = Some(spare);
+        p.push(spare);
     }
-    let idle = tokio::time::sleep(idle);
-    tokio::pin!(idle);
-    if let Some(spec) = ahead {
-        tokio::select! {
-            _ = ended => prepare(Some(id), spec),
-            () = &mut idle => {}
-        }
-    }
-    idle.await;
-    let mut g = slot();
-    if g.as_ref().is_some_and(|s| s.id == id) {
-        let idle_spare = g.take();
-        drop(g);
+    tokio::spawn(async move {
+        tokio::time::sleep(warm.idle).await;
+        let idle_spare = {
+            let mut p = pool();
+            p.iter().position(|s| s.id == id).map(|i| p.remove(i))
+        };
         drop(idle_spare);
-    }
+    });
+    true
 }
 
-/// Tells the parked spare (`id`, or whichever is parked), if unprepared, to prepare for
-/// `spec`.
-fn prepare(id: Option<u64>, spec: LaunchSpec) {
-    let mut g = slot();
-    let Some(spare) = g
-        .as_mut()
-        .filter(|s| id.is_none_or(|id| s.id == id) && s.ahead.is_none())
-    else {
-        return;
-    };
-    let Ok(json) = serde_json::to_vec(&spec) else {
+/// Tells every parked spare that is not prepared yet to prepare for `spec`.
+fn prepare(spec: &LaunchSpec) {
+    let Ok(json) = serde_json::to_vec(spec) else {
         return;
     };
     let mut msg = vec![PREPARE];
     put(&mut msg, &json);
+    let mut p = pool();
     // A few KiB into the empty buffer of a socket nothing else was written to.
-    match send_now(&spare.order, &msg) {
-        Ok(n) if n == msg.len() => spare.ahead = Some(spec),
-        Ok(_) => *g = None, // half a message: the spare is of no use
-        Err(_) => {}
-    }
+    p.retain_mut(|spare| {
+        if spare.ahead.is_some() {
+            return true;
+        }
+        match send_now(&spare.order, &msg) {
+            Ok(n) if n == msg.len() => {
+                spare.ahead = Some(spec.clone());
+                true
+            }
+            Ok(_) => false, // half a message: the spare is of no use
+            Err(_) => true,
+        }
+    });
 }
 
 /// Sends what fits without waiting. On the descriptor itself: tokio's `try_write` refuses

@@ -38,9 +38,9 @@ pub struct SpawnSpec {
     /// The command's pids cgroup (`Prepared::cgroup`): the child joins it before `exec`, and
     /// the returned [`Group`] owns it (killing what is left in it when done).
     pub cgroup: Option<CommandCgroup>,
-    /// Start it in a warm spare (see [`super::spare`]) when one fits; `Some(idle)` also
-    /// keeps the next spare waiting that long. Needs `launcher`.
-    pub warm: Option<Duration>,
+    /// Start it in a warm spare (see [`super::spare`]) when one fits, and keep that many
+    /// spares waiting that long. Needs `launcher`.
+    pub warm: Option<super::spare::Warm>,
     /// A pseudo-terminal's slave side: it becomes the command's stdin, stdout and stderr and
     /// its controlling terminal (the child leads a new session instead of only a new process
     /// group, so `^C` written to the master reaches the command). `stdin` and `warm` are
@@ -181,7 +181,7 @@ pub async fn spawn(
     lifecycle: Option<&Lifecycle>,
 ) -> std::io::Result<Spawned<'_>> {
     let mut ended_tx = None;
-    if let (Some(idle), Some(exe), None) = (spec.warm, spec.launcher.clone(), &spec.terminal) {
+    if let (Some(warm), Some(exe), None) = (spec.warm, spec.launcher.clone(), &spec.terminal) {
         let mut env = match &spec.env {
             Some(e) => e.clone(),
             None => std::env::vars_os().collect(),
@@ -198,7 +198,7 @@ pub async fn spawn(
             stdin_null: spec.stdin == Stdin::Null,
         };
         let (tx, ended) = tokio::sync::oneshot::channel();
-        match spare::run(&exe, &order, &mut spec.cgroup, idle, ended).await {
+        match spare::run(&exe, &order, &mut spec.cgroup, warm, ended).await {
             Outcome::Started(started) => {
                 let Started {
                     child,

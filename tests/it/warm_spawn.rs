@@ -56,6 +56,23 @@ fn ppids() -> Vec<(i32, i32, bool)> {
     out
 }
 
+/// `sandbox_warm_spares = 1`: the tests that follow one spare through its life (which one
+/// serves, which one is prepared) run with one; the pool of two has its own tests below.
+const ONE: (&str, &str) = ("OUTRIGGER_SANDBOX_WARM_SPARES", "1");
+
+fn one(mut env: Vec<(String, String)>) -> Opts {
+    env.push((ONE.0.into(), ONE.1.into()));
+    Opts {
+        env,
+        ..Default::default()
+    }
+}
+
+/// A sidecar keeping one warm spare.
+fn start_one() -> Sidecar {
+    Sidecar::start_with(one(vec![]))
+}
+
 /// Waits for exactly one parked spare and returns its pid.
 fn parked(s: &Sidecar) -> i32 {
     assert!(
@@ -118,6 +135,7 @@ fn same_cold_and_warm(env: Vec<(String, String)>) -> String {
     std::fs::write(home.path().join(".netrc"), "machine x password hunter2\n").unwrap();
     let ws = tempfile::tempdir().unwrap();
     let mut env = env;
+    env.push((ONE.0.into(), ONE.1.into()));
     env.push(("AWS_SECRET_ACCESS_KEY".into(), "leaked".into()));
     env.push(("OUTRIGGER_SANDBOX_MAX_PROCESSES".into(), "77".into()));
     let outside = tempfile::tempdir().unwrap();
@@ -182,10 +200,10 @@ fn an_unsandboxed_command_is_the_same_cold_and_warm_and_is_the_spare_itself() {
     assert!(out.contains("outside=written\n"), "{out}");
     // Without the launcher the spare execs bash itself: `$$` is the parked spare's pid.
     let ws = tempfile::tempdir().unwrap();
-    let mut s = Sidecar::start_with(Opts {
-        env: vec![("OUTRIGGER_SANDBOX_ENABLED".into(), "false".into())],
-        ..Default::default()
-    });
+    let mut s = Sidecar::start_with(one(vec![(
+        "OUTRIGGER_SANDBOX_ENABLED".into(),
+        "false".into(),
+    )]));
     bash(&mut s, ws.path(), "true");
     let spare = parked(&s);
     let r = bash(&mut s, ws.path(), "echo $$");
@@ -197,7 +215,7 @@ fn a_call_whose_cwd_vanished_is_refused_and_the_spare_serves_the_next() {
     let ws = tempfile::tempdir().unwrap();
     let gone = ws.path().join("sub");
     std::fs::create_dir(&gone).unwrap();
-    let mut s = Sidecar::start();
+    let mut s = start_one();
     let r = bash(&mut s, &gone, "pwd");
     assert_eq!(r["data"]["exitCode"], 0, "{r}");
     let spare = parked(&s);
@@ -221,7 +239,7 @@ fn a_call_whose_cwd_vanished_is_refused_and_the_spare_serves_the_next() {
 #[test]
 fn detached_children_of_a_warm_command_die_when_it_ends_and_on_timeout() {
     let ws = tempfile::tempdir().unwrap();
-    let mut s = Sidecar::start();
+    let mut s = start_one();
     bash(&mut s, ws.path(), "true");
     parked(&s);
     let m = markers(3801, 7);
@@ -244,7 +262,7 @@ fn detached_children_of_a_warm_command_die_when_it_ends_and_on_timeout() {
 #[test]
 fn a_warm_command_and_the_parked_spare_die_with_a_sigkilled_sidecar() {
     let ws = tempfile::tempdir().unwrap();
-    let mut s = Sidecar::start();
+    let mut s = start_one();
     bash(&mut s, ws.path(), "true");
     parked(&s);
     let m = markers(3803, 7);
@@ -267,10 +285,10 @@ fn a_warm_command_and_the_parked_spare_die_with_a_sigkilled_sidecar() {
 #[test]
 fn an_idle_spare_is_let_go_and_warm_spawn_can_be_turned_off() {
     let ws = tempfile::tempdir().unwrap();
-    let mut s = Sidecar::start_with(Opts {
-        env: vec![("OUTRIGGER_SANDBOX_WARM_IDLE_MS".into(), "300".into())],
-        ..Default::default()
-    });
+    let mut s = Sidecar::start_with(one(vec![(
+        "OUTRIGGER_SANDBOX_WARM_IDLE_MS".into(),
+        "300".into(),
+    )]));
     bash(&mut s, ws.path(), "true");
     let spare = parked(&s);
     let cg = spare_cgroup(spare);
@@ -319,7 +337,12 @@ fn plugin_calls_get_their_arguments_on_stdin_warm() {
             "[tools.parameters]\ntype = \"object\"\nproperties = { n = { type = \"integer\" } }\n",
         ),
     );
-    let mut s = p.start();
+    let mut env = p.env();
+    env.push((ONE.0.into(), ONE.1.into()));
+    let mut s = Sidecar::start_with(Opts {
+        env,
+        ..Default::default()
+    });
     let first = s.ok(
         "tool.invoke",
         json!({"name": "echo_args", "arguments": {"n": 1}}),
@@ -398,6 +421,7 @@ fn a_command_in_a_spare_prepared_ahead_is_the_same_as_cold() {
         env: vec![
             ("OUTRIGGER_SANDBOX_MAX_PROCESSES".into(), "77".into()),
             ("OUTSIDE".into(), outside.path().display().to_string()),
+            (ONE.0.into(), ONE.1.into()),
         ],
         home: Some(home),
         ..Default::default()
@@ -443,10 +467,7 @@ fn a_file_made_beside_a_hidden_one_after_the_spare_prepared_is_readable() {
     std::fs::write(home_path.join(".netrc"), "machine x password hunter2\n").unwrap();
     std::fs::write(home_path.join("old.txt"), "there before\n").unwrap();
     let ws = tempfile::tempdir().unwrap();
-    let mut s = Sidecar::start_with(Opts {
-        env: vec![("HOME".into(), home_path.display().to_string())],
-        ..Default::default()
-    });
+    let mut s = Sidecar::start_with(one(vec![("HOME".into(), home_path.display().to_string())]));
     bash(&mut s, ws.path(), "true");
     bash(&mut s, ws.path(), "true");
     let (spare, _) = ready_ahead(&s);
@@ -475,7 +496,7 @@ fn a_file_made_beside_a_hidden_one_after_the_spare_prepared_is_readable() {
 #[test]
 fn a_protected_name_made_after_the_spare_prepared_stays_read_only() {
     let ws = tempfile::tempdir().unwrap();
-    let mut s = Sidecar::start();
+    let mut s = start_one();
     bash(&mut s, ws.path(), "true");
     bash(&mut s, ws.path(), "true");
     ready_ahead(&s);
@@ -502,10 +523,18 @@ fn a_protected_name_made_after_the_spare_prepared_stays_read_only() {
 
 #[test]
 fn a_spare_prepared_for_one_policy_never_serves_another() {
+    policy_never_crosses(start_one());
+}
+
+#[test]
+fn no_spare_of_two_prepared_for_one_policy_serves_another() {
+    policy_never_crosses(Sidecar::start());
+}
+
+fn policy_never_crosses(mut s: Sidecar) {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let ws = tempfile::tempdir().unwrap();
-    let mut s = Sidecar::start();
     let connect = format!(
         "(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo connected || echo refused"
     );
@@ -533,7 +562,7 @@ fn a_spare_prepared_for_one_policy_never_serves_another() {
 #[test]
 fn a_spare_prepared_ahead_dies_with_a_sigkilled_sidecar() {
     let ws = tempfile::tempdir().unwrap();
-    let mut s = Sidecar::start();
+    let mut s = start_one();
     bash(&mut s, ws.path(), "true");
     bash(&mut s, ws.path(), "true");
     let (spare, init) = ready_ahead(&s);
@@ -550,10 +579,10 @@ fn a_prepared_spare_reports_only_once_everything_the_command_started_is_dead() {
     let ws = tempfile::tempdir().unwrap();
     // Without a cgroup to kill the command's tree, only the namespace's init can: the
     // `setsid` sleep leaves the process group and holds none of the command's pipes.
-    let mut s = Sidecar::start_with(Opts {
-        env: vec![("OUTRIGGER_SANDBOX_DISABLE_LAYERS".into(), "cgroup".into())],
-        ..Default::default()
-    });
+    let mut s = Sidecar::start_with(one(vec![(
+        "OUTRIGGER_SANDBOX_DISABLE_LAYERS".into(),
+        "cgroup".into(),
+    )]));
     bash(&mut s, ws.path(), "true");
     bash(&mut s, ws.path(), "true");
     let (spare, init) = ready_ahead(&s);
@@ -582,4 +611,178 @@ fn a_prepared_spare_reports_only_once_everything_the_command_started_is_dead() {
     );
     let r = bash(&mut s, ws.path(), "echo next");
     assert_eq!(r["data"]["stdout"], "next\n", "{r}");
+}
+
+// ---- the pool of two (`sandbox_warm_spares`, default 2) ----
+
+/// Waits until `n` spares are parked, each in a pids cgroup of its own; returns them with
+/// their cgroup lines.
+fn parked_n(s: &Sidecar, n: usize) -> Vec<(i32, String)> {
+    assert!(
+        wait_until(WAIT, || spares(s.pid()).len() == n),
+        "{n} spares parked: {:?}",
+        spares(s.pid())
+    );
+    let got: Vec<(i32, String)> = spares(s.pid())
+        .into_iter()
+        .map(|p| (p, spare_cgroup(p)))
+        .collect();
+    let mut cgs: Vec<&String> = got.iter().map(|(_, cg)| cg).collect();
+    cgs.sort();
+    cgs.dedup();
+    assert_eq!(cgs.len(), n, "each spare in its own cgroup: {got:?}");
+    assert!(
+        got.iter().all(|(_, cg)| !cg.ends_with(":/")),
+        "every spare left the root cgroup: {got:?}"
+    );
+    got
+}
+
+#[test]
+fn two_spares_wait_and_commands_back_to_back_each_take_one() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start();
+    bash(&mut s, ws.path(), "true");
+    let mut waiting = parked_n(&s, 2);
+    for i in 0..4 {
+        let r = bash(
+            &mut s,
+            ws.path(),
+            &format!("grep :pids: /proc/self/cgroup >&2; echo {i}"),
+        );
+        assert_eq!(r["data"]["stdout"], format!("{i}\n"), "{r}");
+        let ran_in = r["data"]["stderr"].as_str().unwrap().trim().to_string();
+        let used: Vec<i32> = waiting
+            .iter()
+            .filter(|(_, cg)| *cg == ran_in)
+            .map(|(p, _)| *p)
+            .collect();
+        assert_eq!(
+            used.len(),
+            1,
+            "command {i} ran in a parked spare: {r} {waiting:?}"
+        );
+        let now = parked_n(&s, 2);
+        let pids: Vec<i32> = now.iter().map(|(p, _)| *p).collect();
+        assert!(
+            !pids.contains(&used[0]),
+            "the spare that served was used up"
+        );
+        assert!(
+            waiting
+                .iter()
+                .any(|(p, _)| *p != used[0] && pids.contains(p)),
+            "the other spare still waits: before {waiting:?}, now {now:?}"
+        );
+        waiting = now;
+    }
+}
+
+#[test]
+fn two_commands_at_once_both_start_warm() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start();
+    bash(&mut s, ws.path(), "true");
+    let waiting = parked_n(&s, 2);
+    for id in ["a", "b"] {
+        s.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tool.invoke", "params": {
+            "name": "bash", "consentGranted": true, "context": {"cwd": ws.path()},
+            "arguments": {"command": "grep :pids: /proc/self/cgroup; sleep 0.3"}}}),
+        );
+    }
+    let mut ran_in: Vec<String> = ["a", "b"]
+        .iter()
+        .map(|id| {
+            let r = s.response(&json!(id));
+            assert_eq!(r["result"]["success"], true, "{r}");
+            r["result"]["data"]["stdout"]
+                .as_str()
+                .unwrap()
+                .trim()
+                .to_string()
+        })
+        .collect();
+    ran_in.sort();
+    let mut parked_cgs: Vec<String> = waiting.into_iter().map(|(_, cg)| cg).collect();
+    parked_cgs.sort();
+    assert_eq!(
+        ran_in, parked_cgs,
+        "each ran in one of the two parked spares"
+    );
+    parked_n(&s, 2);
+}
+
+#[test]
+fn both_spares_die_with_a_sigkilled_sidecar_and_go_when_idle() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start();
+    bash(&mut s, ws.path(), "true");
+    let both = parked_n(&s, 2);
+    s.child.kill().unwrap(); // SIGKILL
+    let _ = s.child.wait();
+    assert!(
+        wait_until(Duration::from_secs(5), || both
+            .iter()
+            .all(|(p, _)| gone(*p))),
+        "a parked spare outlived the sidecar: {both:?}"
+    );
+
+    let mut s = Sidecar::start_with(Opts {
+        env: vec![("OUTRIGGER_SANDBOX_WARM_IDLE_MS".into(), "400".into())],
+        ..Default::default()
+    });
+    bash(&mut s, ws.path(), "true");
+    let both = parked_n(&s, 2);
+    assert!(
+        wait_until(Duration::from_secs(5), || spares(s.pid()).is_empty()),
+        "the idle spares were let go"
+    );
+    for (_, cg) in &both {
+        let rel = cg.split(":pids:").nth(1).unwrap();
+        let dir = Path::new("/sys/fs/cgroup/pids").join(rel.trim_start_matches('/'));
+        assert!(
+            wait_until(Duration::from_secs(5), || !dir.exists()),
+            "{} left behind",
+            dir.display()
+        );
+    }
+}
+
+#[test]
+fn sandbox_warm_spares_sets_how_many_wait_and_zero_starts_cold() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start_with(Opts {
+        env: vec![("OUTRIGGER_SANDBOX_WARM_SPARES".into(), "3".into())],
+        ..Default::default()
+    });
+    bash(&mut s, ws.path(), "true");
+    parked_n(&s, 3);
+
+    let mut s = Sidecar::start_with(Opts {
+        env: vec![("OUTRIGGER_SANDBOX_WARM_SPARES".into(), "0".into())],
+        ..Default::default()
+    });
+    for _ in 0..2 {
+        let r = bash(&mut s, ws.path(), "echo cold");
+        assert_eq!(r["data"]["stdout"], "cold\n", "{r}");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        spares(s.pid()).is_empty(),
+        "no spare with sandbox_warm_spares = 0"
+    );
+    // Past the ceiling: the boot fails naming the key and its range.
+    let home = tempfile::tempdir().unwrap();
+    let (status, out, err) = crate::common::run_once(
+        home.path(),
+        &[],
+        &[("OUTRIGGER_SANDBOX_WARM_SPARES", "5")],
+        b"",
+    );
+    assert_eq!(status.code(), Some(2), "stdout {out} stderr {err}");
+    assert!(
+        err.contains("sandbox_warm_spares") && err.contains('4'),
+        "{err}"
+    );
 }
