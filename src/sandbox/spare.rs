@@ -21,6 +21,12 @@
 //! policy once the command before it is over, and confines itself ahead (see
 //! [`super::ahead`]); it then serves that policy only.
 //!
+//! The order socket comes in on fd 0 and the spare moves it to fd 3 (fd 0 becomes
+//! `/dev/null`): stdio is all `posix_spawn` can place, and without a `pre_exec` hook the
+//! sidecar starts spares with `posix_spawn` (a `vfork`), not a `fork` that copies its page
+//! tables and leaves it copy-on-write faults (~1 ms of CPU per spare, perf). A command that
+//! reads stdin gets the pipe's read end with its order (`SCM_RIGHTS` on the `O` byte).
+//!
 //! Messages on fd 3: `P` + length + launch spec (JSON; at most once, first), `O` + length +
 //! order. Reply (the socket is closed by `exec`): `A` when the order was accepted, then EOF
 //! when the command (or the launcher) runs, or the 4-byte errno of a failed `exec`;
@@ -115,6 +121,8 @@ struct Received {
     cwd: PathBuf,
     env: Vec<(OsString, OsString)>,
     stdin_null: bool,
+    /// The read end of the command's stdin pipe, sent with the order when not `stdin_null`.
+    stdin: Option<OwnedFd>,
 }
 
 struct Cursor<'a>(&'a [u8]);
@@ -167,6 +175,7 @@ fn decode(body: &[u8]) -> Result<Received, String> {
         cwd,
         env,
         stdin_null,
+        stdin: None,
     })
 }
 
@@ -211,8 +220,18 @@ fn read_exact(buf: &mut [u8]) -> bool {
 }
 
 fn spare_main(parent: i32, procs: Option<CString>) -> i32 {
-    // SAFETY: plain prctl/getppid. The sidecar may have died between fork and here.
+    // SAFETY: plain prctl/getppid/dup2/open. The sidecar may have died between spawn and here.
     unsafe {
+        // The order socket, from fd 0 to where the protocol wants it; fd 0 is `/dev/null`
+        // until an order brings the command's stdin.
+        if libc::dup2(0, ORDER_FD) < 0 {
+            return LAUNCH_FAILED;
+        }
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if null < 0 || libc::dup2(null, 0) < 0 {
+            return LAUNCH_FAILED;
+        }
+        libc::close(null);
         if libc::prctl(
             libc::PR_SET_PDEATHSIG,
             libc::SIGKILL as libc::c_ulong,
@@ -249,11 +268,45 @@ enum Message {
     Bad,
 }
 
+/// Reads the first byte of a message, and the descriptor sent with it, if any.
+fn read_tag() -> Option<(u8, Option<OwnedFd>)> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::os::fd::FromRawFd;
+    let mut tag = [0u8; 1];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    loop {
+        let mut iov = [std::io::IoSliceMut::new(&mut tag)];
+        match recvmsg::<()>(
+            ORDER_FD,
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Ok(msg) if msg.bytes == 1 => {
+                let mut fd = None;
+                for c in msg.cmsgs().into_iter().flatten() {
+                    if let ControlMessageOwned::ScmRights(fds) = c {
+                        for raw in fds {
+                            // SAFETY: received with this message, so ours to own (and close).
+                            let owned = unsafe { OwnedFd::from_raw_fd(raw) };
+                            fd.get_or_insert(owned);
+                        }
+                    }
+                }
+                return Some((tag[0], fd));
+            }
+            Err(nix::errno::Errno::EINTR) => {}
+            _ => return None,
+        }
+    }
+}
+
 fn read_message() -> Message {
     let mut head = [0u8; 5];
-    if !read_exact(&mut head[..1]) {
+    let Some((tag, fd)) = read_tag() else {
         return Message::None;
-    }
+    };
+    head[0] = tag;
     if !read_exact(&mut head[1..]) {
         return Message::Bad;
     }
@@ -266,7 +319,7 @@ fn read_message() -> Message {
         return Message::Bad;
     }
     let decoded = match head[0] {
-        ORDER => decode(&body).map(|o| Message::Order(Box::new(o))),
+        ORDER => decode(&body).map(|o| Message::Order(Box::new(Received { stdin: fd, ..o }))),
         PREPARE => serde_json::from_slice(&body)
             .map(Message::Prepare)
             .map_err(|e| format!("launch spec: {e}")),
@@ -365,16 +418,20 @@ fn settle(order: &Received, accept: u8) -> bool {
         reply_tagged(b'E', errno());
         return false;
     }
-    if order.stdin_null {
-        // SAFETY: opening /dev/null over our stdin.
-        unsafe {
-            let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
-            if fd < 0 || libc::dup2(fd, 0) < 0 {
+    // Stdin is `/dev/null` already (see `spare_main`) unless the order brought a pipe.
+    match (&order.stdin, order.stdin_null) {
+        (Some(pipe), false) => {
+            // SAFETY: the received pipe over our stdin (dup2 clears close-on-exec).
+            if unsafe { libc::dup2(pipe.as_raw_fd(), 0) } < 0 {
                 reply_tagged(b'E', errno());
                 return false;
             }
-            libc::close(fd);
         }
+        (None, false) => {
+            reply_tagged(b'E', libc::EBADF);
+            return false;
+        }
+        (_, true) => {}
     }
     set_environment(&order.env);
     true
@@ -570,7 +627,19 @@ async fn use_spare(mut spare: Spare, order: &Order<'_>, max: Option<u32>) -> Out
     {
         return Outcome::Cold;
     }
-    if spare.order.write_all(&bytes).await.is_err() {
+    // A command that reads stdin gets a pipe, its read end sent with the order's first byte.
+    let (stdin, sent) = if order.stdin_null {
+        (None, 0)
+    } else {
+        let Ok((read, write)) = std::io::pipe() else {
+            return Outcome::Cold;
+        };
+        match send_fd_now(&spare.order, &bytes[..1], &OwnedFd::from(read)) {
+            Ok(1) => (Some(write), 1),
+            _ => return Outcome::Cold,
+        }
+    };
+    if spare.order.write_all(&bytes[sent..]).await.is_err() {
         return Outcome::Cold;
     }
     let exit = match answer(&mut spare.order).await {
@@ -583,8 +652,13 @@ async fn use_spare(mut spare: Spare, order: &Order<'_>, max: Option<u32>) -> Out
         Answer::Failed(e) => return Outcome::Failed(std::io::Error::from_raw_os_error(e)),
         Answer::Cold => return Outcome::Cold,
     };
-    if order.stdin_null {
-        drop(spare.child.stdin.take());
+    if let Some(write) = stdin {
+        match tokio::process::ChildStdin::from_std(std::process::ChildStdin::from(OwnedFd::from(
+            write,
+        ))) {
+            Ok(w) => spare.child.stdin = Some(w),
+            Err(e) => return Outcome::Failed(e),
+        }
     }
     Outcome::Started(Box::new(Started {
         child: spare.child,
@@ -780,37 +854,42 @@ fn send_now(stream: &tokio::net::UnixStream, msg: &[u8]) -> std::io::Result<usiz
     usize::try_from(sent).map_err(|_| std::io::Error::last_os_error())
 }
 
+/// [`send_now`] with `fd` attached (`SCM_RIGHTS`).
+fn send_fd_now(
+    stream: &tokio::net::UnixStream,
+    msg: &[u8],
+    fd: &OwnedFd,
+) -> std::io::Result<usize> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let fds = [fd.as_raw_fd()];
+    sendmsg::<()>(
+        stream.as_raw_fd(),
+        &[std::io::IoSlice::new(msg)],
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+        None,
+    )
+    .map_err(std::io::Error::from)
+}
+
 fn start(key: Key, cgroup: Option<CommandCgroup>) -> std::io::Result<Spare> {
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
-    let theirs: OwnedFd = theirs.into();
-    let fd = theirs.as_raw_fd();
     let mut cmd = Command::new(&key.exe);
     cmd.arg(SUBCOMMAND).arg(std::process::id().to_string());
     if let Some(cg) = &cgroup {
         cmd.arg(OsStr::from_bytes(cg.procs_path().to_bytes()));
     }
-    // SAFETY: only dup2/fcntl (async-signal-safe) between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if fd == ORDER_FD {
-                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(fd, ORDER_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    // No `pre_exec` hook: std then starts it with `posix_spawn`. The socket goes in as
+    // stdin, and `cmd` (dropped on return) holds our copy of their end.
     cmd.env_clear()
         .current_dir("/")
-        .stdin(Stdio::piped())
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
     let child = cmd.spawn()?;
-    drop(theirs);
+    drop(cmd);
     ours.set_nonblocking(true)?;
     Ok(Spare {
         id: IDS.fetch_add(1, Ordering::Relaxed),

@@ -363,25 +363,39 @@ fn plugin_calls_get_their_arguments_on_stdin_warm() {
         second["data"]["result"]["cg"], spare_cg,
         "ran in the spare: {second}"
     );
+    // Two calls with one policy: the next spare prepares ahead, and its init gets the
+    // stdin pipe with the order.
+    let (spare, _init) = ready_ahead(&s);
+    let spare_cg = spare_cgroup(spare);
+    let third = s.ok(
+        "tool.invoke",
+        json!({"name": "echo_args", "arguments": {"n": 3}}),
+    );
+    assert_eq!(third["data"]["result"]["args"], json!({"n": 3}), "{third}");
+    assert_eq!(
+        third["data"]["result"]["cg"], spare_cg,
+        "ran in the prepared spare: {third}"
+    );
 }
 
 // ---- spares prepared ahead (`sandbox/ahead.rs`) ----
 
-/// The syscall number of `read` on this architecture, as `/proc/<pid>/syscall` shows it
+/// The syscall number of `recvmsg` on this architecture (a message's first byte is read with
+/// it, for the descriptor that may come along), as `/proc/<pid>/syscall` shows it
 /// (elsewhere: `None`, and a sleeping init is taken as done preparing).
 #[cfg(target_arch = "x86_64")]
-const SYS_READ: Option<&str> = Some("0");
+const SYS_RECVMSG: Option<&str> = Some("47");
 #[cfg(target_arch = "aarch64")]
-const SYS_READ: Option<&str> = Some("63");
+const SYS_RECVMSG: Option<&str> = Some("212");
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-const SYS_READ: Option<&str> = None;
+const SYS_RECVMSG: Option<&str> = None;
 
 /// Whether `init` is blocked reading its order socket (fd 3).
 fn waiting_for_order(init: i32) -> bool {
-    match SYS_READ {
-        Some(read) => std::fs::read_to_string(format!("/proc/{init}/syscall")).is_ok_and(|sc| {
+    match SYS_RECVMSG {
+        Some(recvmsg) => std::fs::read_to_string(format!("/proc/{init}/syscall")).is_ok_and(|sc| {
             let mut f = sc.split_whitespace();
-            f.next() == Some(read) && f.next() == Some("0x3")
+            f.next() == Some(recvmsg) && f.next() == Some("0x3")
         }),
         None => {
             std::thread::sleep(Duration::from_millis(500));
