@@ -56,26 +56,37 @@ impl EnvInherit {
     }
 }
 
-/// Whether `name` matches a `*`-wildcard pattern, ASCII case-insensitively.
+/// Whether `name` matches a `*`-wildcard pattern, ASCII case-insensitively. Allocates
+/// nothing: it runs for every variable against every pattern on each command.
 pub fn wildcard(pattern: &str, name: &str) -> bool {
-    let pattern = pattern.to_ascii_uppercase();
-    let name = name.to_ascii_uppercase();
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == name;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
+    let (p, n) = (pattern.as_bytes(), name.as_bytes());
+    let mut parts = p.split(|b| *b == b'*');
+    let first = parts.next().unwrap_or_default();
+    let Some(last) = parts.next_back() else {
+        return p.eq_ignore_ascii_case(n);
+    };
+    if n.len() < first.len() + last.len()
+        || !n[..first.len()].eq_ignore_ascii_case(first)
+        || !n[n.len() - last.len()..].eq_ignore_ascii_case(last)
+    {
         return false;
     }
-    let mut rest = &name[first.len()..name.len() - last.len()];
-    for mid in &parts[1..parts.len() - 1] {
-        match rest.find(mid) {
+    let mut rest = &n[first.len()..n.len() - last.len()];
+    for mid in parts {
+        match find_ignore_case(rest, mid) {
             Some(i) => rest = &rest[i + mid.len()..],
             None => return false,
         }
     }
     true
+}
+
+fn find_ignore_case(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return Some(0);
+    }
+    hay.windows(needle.len())
+        .position(|w| w.eq_ignore_ascii_case(needle))
 }
 
 /// The environment a command gets from `vars`: an `allow` pattern keeps a name whatever else
@@ -257,6 +268,13 @@ mod tests {
         assert!(!wildcard("A*B*C", "AC"));
         assert!(wildcard("EXACT", "exact"));
         assert!(wildcard("*KEY*", "KEY"));
+        assert!(wildcard("*", ""));
+        assert!(wildcard("a**b", "AB"));
+        assert!(!wildcard("AB*BA", "ABA"));
+        assert!(wildcard("*_aws_*", "MY_AWS_X"));
+        assert!(!wildcard("*_AWS_*", "MY_AWSX"));
+        assert!(wildcard("", ""));
+        assert!(!wildcard("", "X"));
     }
 
     #[test]
