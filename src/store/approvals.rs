@@ -1,7 +1,7 @@
 //! Approval rules the host made permanent (`allow_always` / `deny_always`): one row per
 //! (tool name, category), the latest decision wins. `approval.list` / `approval.clear`.
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
 use super::error::StoreError;
@@ -17,7 +17,7 @@ pub struct ApprovalRule {
     pub created_at: String,
 }
 
-pub fn put(tx: &Transaction<'_>, r: &ApprovalRule) -> Result<(), StoreError> {
+pub fn put(tx: &Connection, r: &ApprovalRule) -> Result<(), StoreError> {
     tx.execute(
         "INSERT OR REPLACE INTO approval_rules (tool_name, category, decision, created_at) \
          VALUES (?1, ?2, ?3, ?4)",
@@ -54,7 +54,7 @@ pub fn list(conn: &Connection) -> Result<Vec<ApprovalRule>, StoreError> {
 
 /// Removes the rules matching both filters (an absent filter matches all); returns how many.
 pub fn clear(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     tool: Option<&str>,
     category: Option<&str>,
 ) -> Result<usize, StoreError> {

@@ -103,6 +103,9 @@ pub fn configure(conn: &Connection, sync: SyncMode) -> Result<(), StoreError> {
     conn.pragma_update(None, "synchronous", sync.pragma())?;
     // We are the only writer (the lease), so waits only cover external readers.
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    // Room for every statement a turn caches (rusqlite keeps 16 by default, least recently
+    // used out), so none is parsed again each round.
+    conn.set_prepared_statement_cache_capacity(32);
     Ok(())
 }
 

@@ -522,3 +522,52 @@ fn traces_round_trip_and_unknown_is_none() {
     assert_eq!(s.get_trace("trace_a").unwrap(), Some(body));
     assert_eq!(s.get_trace("trace_b").unwrap(), None);
 }
+
+#[test]
+fn a_failed_or_panicking_write_leaves_nothing_and_the_next_one_commits() {
+    let (_d, s) = open();
+    s.append("r", ItemKind::User, &msg("user", "kept"), 1)
+        .unwrap();
+    let failed: Result<(), StoreError> = s.write(|c| {
+        records::insert_entry(
+            c,
+            "r",
+            records::item_fields(&ItemKind::User, &msg("user", "lost"), 1, None),
+            0,
+            None,
+            "2026-01-01T00:00:00Z",
+        )?;
+        Err(StoreError::Invalid {
+            what: "test",
+            why: "boom".into(),
+        })
+    });
+    assert!(failed.is_err());
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _: Result<(), StoreError> = s.write(|c| {
+            records::insert_entry(
+                c,
+                "r",
+                records::item_fields(&ItemKind::User, &msg("user", "lost too"), 1, None),
+                0,
+                None,
+                "2026-01-01T00:00:00Z",
+            )?;
+            panic!("in the middle of a write");
+        });
+    }));
+    assert!(panicked.is_err());
+    // No transaction was left open: this one begins, commits and follows the kept entry.
+    assert_eq!(
+        s.append("r", ItemKind::User, &msg("user", "next"), 1)
+            .unwrap(),
+        1
+    );
+    let texts: Vec<String> = s
+        .projection("r")
+        .unwrap()
+        .iter()
+        .map(|m| m.message["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(texts, ["kept", "next"]);
+}

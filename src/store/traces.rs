@@ -5,7 +5,7 @@
 //! rows. The body is the `{trace, spans, events}` object exactly as `trace.fetch` returns it,
 //! already bounded by the in-memory limits (`agent::trace::MAX_EVENTS`, `PAYLOAD_CHARS`).
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
 use super::error::StoreError;
@@ -43,62 +43,83 @@ pub enum TraceWrite {
     },
 }
 
-/// Writes the trace's row: `INSERT OR <conflict>` (`REPLACE` or `IGNORE`). Returns the
-/// body as stored.
-fn insert(tx: &Transaction<'_>, t: &TraceRow, conflict: &str) -> Result<String, StoreError> {
+/// What a trace row written again does to the one stored.
+enum Conflict {
+    Replace,
+    Ignore,
+}
+
+/// Writes the trace's row: `INSERT OR REPLACE` or `INSERT OR IGNORE` (cached statements, as
+/// every statement here: a turn writes traces each round). Returns the body as stored.
+fn insert(tx: &Connection, t: &TraceRow, conflict: Conflict) -> Result<String, StoreError> {
     let body = serde_json::to_string(&t.body)?;
-    tx.execute(
-        &format!(
-            "INSERT OR {conflict} INTO traces (trace_id, record_id, status, created_at, body) \
+    let sql = match conflict {
+        Conflict::Replace => {
+            "INSERT OR REPLACE INTO traces (trace_id, record_id, status, created_at, body) \
              VALUES (?1, ?2, ?3, ?4, ?5)"
-        ),
-        params![t.trace_id, t.record_id, t.status, t.created_at, body],
-    )?;
+        }
+        Conflict::Ignore => {
+            "INSERT OR IGNORE INTO traces (trace_id, record_id, status, created_at, body) \
+             VALUES (?1, ?2, ?3, ?4, ?5)"
+        }
+    };
+    tx.prepare_cached(sql)?.execute(params![
+        t.trace_id,
+        t.record_id,
+        t.status,
+        t.created_at,
+        body
+    ])?;
     Ok(body)
 }
 
 /// Inserts the trace, replacing a running row of the same id and dropping the span rows it
 /// had (the body carries them all now). Returns the body as stored.
-pub fn put(tx: &Transaction<'_>, t: &TraceRow) -> Result<String, StoreError> {
-    let body = insert(tx, t, "REPLACE")?;
-    tx.execute("DELETE FROM trace_spans WHERE trace_id = ?1", [&t.trace_id])?;
+pub fn put(tx: &Connection, t: &TraceRow) -> Result<String, StoreError> {
+    let body = insert(tx, t, Conflict::Replace)?;
+    tx.prepare_cached("DELETE FROM trace_spans WHERE trace_id = ?1")?
+        .execute([&t.trace_id])?;
     Ok(body)
 }
 
 /// A running trace's first row (its header, no spans yet); ignored when the trace is
 /// already stored.
-pub fn begin(tx: &Transaction<'_>, t: &TraceRow) -> Result<(), StoreError> {
-    insert(tx, t, "IGNORE").map(|_| ())
+pub fn begin(tx: &Connection, t: &TraceRow) -> Result<(), StoreError> {
+    insert(tx, t, Conflict::Ignore).map(|_| ())
 }
 
 /// One finished span of a running trace (`seq` is its index in the trace) and the trace's
 /// running body (`header`). Written only while the trace's row is still running: a span that
 /// arrives after the finished body is already in it.
 pub fn put_span(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     trace_id: &str,
     seq: usize,
     body: &str,
     header: Option<&str>,
 ) -> Result<(), StoreError> {
     if let Some(header) = header {
-        tx.execute(
+        tx.prepare_cached(
             "UPDATE traces SET body = ?2 WHERE trace_id = ?1 AND status = 'running'",
-            params![trace_id, header],
-        )?;
+        )?
+        .execute(params![trace_id, header])?;
     }
-    tx.execute(
+    tx.prepare_cached(
         "INSERT OR REPLACE INTO trace_spans (trace_id, seq, body) \
          SELECT ?1, ?2, ?3 WHERE EXISTS \
          (SELECT 1 FROM traces WHERE trace_id = ?1 AND status = 'running')",
-        params![trace_id, i64::try_from(seq).unwrap_or(i64::MAX), body],
-    )?;
+    )?
+    .execute(params![
+        trace_id,
+        i64::try_from(seq).unwrap_or(i64::MAX),
+        body
+    ])?;
     Ok(())
 }
 
 /// Retention: removes traces created before `older_than` (an ISO 8601 UTC time, as
 /// `created_at` is written), then all but the newest `keep`. Returns how many went.
-pub fn prune(tx: &Transaction<'_>, older_than: &str, keep: usize) -> Result<usize, StoreError> {
+pub fn prune(tx: &Connection, older_than: &str, keep: usize) -> Result<usize, StoreError> {
     let by_age = tx.execute("DELETE FROM traces WHERE created_at < ?1", [older_than])?;
     let by_count = tx.execute(
         "DELETE FROM traces WHERE trace_id IN (SELECT trace_id FROM traces \
