@@ -528,15 +528,13 @@ fn a_failed_or_panicking_write_leaves_nothing_and_the_next_one_commits() {
     let (_d, s) = open();
     s.append("r", ItemKind::User, &msg("user", "kept"), 1)
         .unwrap();
+    // Writes one entry inside the transaction, then fails.
+    let insert = |c: &Connection, text: &str| {
+        let fields = records::item_fields(&ItemKind::User, &msg("user", text), 1, None);
+        records::insert_entry(c, "r", fields, 0, None, "2026-01-01T00:00:00Z")
+    };
     let failed: Result<(), StoreError> = s.write(|c| {
-        records::insert_entry(
-            c,
-            "r",
-            records::item_fields(&ItemKind::User, &msg("user", "lost"), 1, None),
-            0,
-            None,
-            "2026-01-01T00:00:00Z",
-        )?;
+        insert(c, "lost")?;
         Err(StoreError::Invalid {
             what: "test",
             why: "boom".into(),
@@ -545,14 +543,7 @@ fn a_failed_or_panicking_write_leaves_nothing_and_the_next_one_commits() {
     assert!(failed.is_err());
     let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let _: Result<(), StoreError> = s.write(|c| {
-            records::insert_entry(
-                c,
-                "r",
-                records::item_fields(&ItemKind::User, &msg("user", "lost too"), 1, None),
-                0,
-                None,
-                "2026-01-01T00:00:00Z",
-            )?;
+            insert(c, "lost too")?;
             panic!("in the middle of a write");
         });
     }));
