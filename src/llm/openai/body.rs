@@ -4,8 +4,11 @@
 //! round: at 6,000 messages that was most of a round's overhead. These views borrow the
 //! request and write JSON text directly.
 
+use std::sync::{Arc, Mutex, Weak};
+
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::super::compat::{CompatFlags, MaxTokensField};
@@ -19,6 +22,28 @@ pub struct Body<'a> {
     pub compat: &'a CompatFlags,
     pub defaults: Option<&'a SamplingDefaults>,
     pub max_field: MaxTokensField,
+}
+
+/// The JSON text of the tool list the last request offered. A turn's rounds share one `Arc`
+/// of descriptors (rebuilt only when the router changes); writing them out again every
+/// round, descriptions escaped and schemas walked, was most of a short round's body.
+static TOOLS_TEXT: Mutex<Option<WrittenTools>> = Mutex::new(None);
+
+/// A tool list (held weakly) and its JSON text.
+type WrittenTools = (Weak<[Value]>, Arc<RawValue>);
+
+fn tools_text(tools: &Arc<[Value]>) -> Option<Arc<RawValue>> {
+    let slot = || TOOLS_TEXT.lock().unwrap_or_else(|e| e.into_inner());
+    // The `Weak` keeps the list's allocation, so a live upgrade equal to `tools` is the
+    // very list the text was written from.
+    if let Some((list, text)) = slot().as_ref()
+        && list.upgrade().is_some_and(|l| Arc::ptr_eq(&l, tools))
+    {
+        return Some(text.clone());
+    }
+    let text: Arc<RawValue> = serde_json::value::to_raw_value(&**tools).ok()?.into();
+    *slot() = Some((Arc::downgrade(tools), text.clone()));
+    Some(text)
 }
 
 /// The messages in the OpenAI chat shape.
@@ -61,7 +86,10 @@ impl Serialize for Body<'_> {
             field!("stream_options", &json!({"include_usage": true}));
         }
         if !req.tools.is_empty() {
-            field!("tools", &&*req.tools);
+            match tools_text(&req.tools) {
+                Some(text) => field!("tools", &*text),
+                None => field!("tools", &&*req.tools),
+            }
         }
         if let Some(tc) = &req.tool_choice {
             let forced = tc.as_str() == Some("required") || tc.is_object();

@@ -250,3 +250,34 @@ fn http_errors_are_typed() {
         LlmError::Http { status: 500, .. }
     ));
 }
+
+#[test]
+fn the_tool_list_text_is_reused_for_the_same_list_and_never_for_another() {
+    let c = CompatFlags::default();
+    let text = |r: &LlmRequest| {
+        let body = build_body(r, &c, None, MaxTokensField::MaxTokens);
+        String::from_utf8(crate::llm::encode_body(&body, r).unwrap()).unwrap()
+    };
+    let tools_of =
+        |r: &LlmRequest| format!("\"tools\":{}", serde_json::to_string(&*r.tools).unwrap());
+    let tool = |name: &str| json!({"type": "function", "function": {"name": name, "description": "says \"hi\"\n", "parameters": {"type": "object"}}});
+    let mut r = req();
+    r.tools = Arc::from(vec![tool("a"), tool("b")]);
+    let first = text(&r);
+    assert!(first.contains(&tools_of(&r)), "{first}");
+    assert_eq!(text(&r), first, "the same list, written again");
+    // Another list of the same length is written from its own contents.
+    let mut other = req();
+    other.tools = Arc::from(vec![tool("c"), tool("d")]);
+    assert!(text(&other).contains(&tools_of(&other)));
+    // A list dropped and another made (possibly at the same address): never the old text.
+    drop(r);
+    drop(other);
+    let mut next = req();
+    next.tools = Arc::from(vec![tool("e"), tool("f")]);
+    let t = text(&next);
+    assert!(
+        t.contains(&tools_of(&next)) && !t.contains("\"name\":\"a\""),
+        "{t}"
+    );
+}
