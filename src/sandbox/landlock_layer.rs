@@ -7,6 +7,7 @@
 //! down to X instead of X's ancestors; symlinks are skipped (their targets carry their own
 //! rules), so a link cannot re-grant a hidden path.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -218,13 +219,25 @@ impl Built {
 /// `p` with symlinks resolved; a path that does not exist yet keeps its missing tail on the
 /// resolved existing ancestor (so a hidden file created later is still covered).
 pub fn canonical(p: &Path) -> PathBuf {
-    if let Ok(c) = p.canonicalize() {
-        return c;
+    canonical_in(p, &mut HashMap::new())
+}
+
+/// [`canonical`], remembering what each path it resolved came to for the rest of one call:
+/// the hidden paths of a command (the credential list) share a few missing parents' parents
+/// (`~`, `~/.config`), each otherwise resolved again per entry, every command.
+pub fn canonical_in(p: &Path, seen: &mut HashMap<PathBuf, PathBuf>) -> PathBuf {
+    if let Some(c) = seen.get(p) {
+        return c.clone();
     }
-    match (p.parent(), p.file_name()) {
-        (Some(parent), Some(name)) if parent != p => canonical(parent).join(name),
-        _ => p.to_path_buf(),
-    }
+    let c = match p.canonicalize() {
+        Ok(c) => c,
+        Err(_) => match (p.parent(), p.file_name()) {
+            (Some(parent), Some(name)) if parent != p => canonical_in(parent, seen).join(name),
+            _ => p.to_path_buf(),
+        },
+    };
+    seen.insert(p.to_path_buf(), c.clone());
+    c
 }
 
 /// A path, what it is granted, and whether it is a directory (known from the listing, so
