@@ -219,24 +219,29 @@ impl Built {
 /// `p` with symlinks resolved; a path that does not exist yet keeps its missing tail on the
 /// resolved existing ancestor (so a hidden file created later is still covered).
 pub fn canonical(p: &Path) -> PathBuf {
-    canonical_in(p, &mut HashMap::new())
+    canonical_in(p, None)
 }
 
-/// [`canonical`], remembering what each path it resolved came to for the rest of one call:
-/// the hidden paths of a command (the credential list) share a few missing parents' parents
-/// (`~`, `~/.config`), each otherwise resolved again per entry, every command.
-pub fn canonical_in(p: &Path, seen: &mut HashMap<PathBuf, PathBuf>) -> PathBuf {
-    if let Some(c) = seen.get(p) {
+/// [`canonical`], remembering in `seen` what each path it resolved came to for the rest of
+/// one call: the hidden paths of a command (the credential list) share a few missing
+/// entries' parents (`~`, `~/.config`), each otherwise resolved again per entry, every
+/// command. Without `seen` nothing is kept (the Landlock walk's paths are all distinct).
+pub fn canonical_in(p: &Path, mut seen: Option<&mut HashMap<PathBuf, PathBuf>>) -> PathBuf {
+    if let Some(c) = seen.as_deref().and_then(|s| s.get(p)) {
         return c.clone();
     }
     let c = match p.canonicalize() {
         Ok(c) => c,
         Err(_) => match (p.parent(), p.file_name()) {
-            (Some(parent), Some(name)) if parent != p => canonical_in(parent, seen).join(name),
+            (Some(parent), Some(name)) if parent != p => {
+                canonical_in(parent, seen.as_deref_mut()).join(name)
+            }
             _ => p.to_path_buf(),
         },
     };
-    seen.insert(p.to_path_buf(), c.clone());
+    if let Some(s) = seen {
+        s.insert(p.to_path_buf(), c.clone());
+    }
     c
 }
 
