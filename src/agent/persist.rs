@@ -158,9 +158,19 @@ pub async fn append_many(
         .iter()
         .map(|(k, m)| (k.clone(), to_record(m), estimate_tokens(m)))
         .collect();
+    // A round's appends (its call message, then its results) are a few WAL pages without an
+    // fsync: cheaper written right here than handing the worker's other tasks to another
+    // thread (`block_in_place`), about two context switches per commit. Long batches and
+    // commits that wait for the disk still leave the worker.
+    if rows.len() <= INLINE_APPEND_ITEMS && !store.syncs_each_commit() {
+        return store.append_items(record, &rows);
+    }
     let record = record.to_string();
     blocking(store, move |s| s.append_items(&record, &rows)).await
 }
+
+/// Most items an append writes without leaving the async worker (see `append_many`).
+const INLINE_APPEND_ITEMS: usize = 16;
 
 pub async fn append_seed(
     store: &Arc<Store>,

@@ -41,6 +41,7 @@ pub struct Store {
     path: PathBuf,
     /// `None` for a read-only store (`open_read_only`), which never writes.
     lease: Option<Lease>,
+    sync: SyncMode,
 }
 
 /// A fork request (`agent.session.fork`).
@@ -117,6 +118,7 @@ impl Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
             lease: Some(lease),
+            sync,
         })
     }
 
@@ -165,6 +167,7 @@ impl Store {
             conn: Mutex::new(conn),
             path: path.to_path_buf(),
             lease: None,
+            sync: SyncMode::Normal,
         })
     }
 
@@ -352,6 +355,12 @@ impl Store {
 
     /// Appends items in order in one transaction (all or none); returns the record's version
     /// after it. A turn that starts with 6,000 new messages commits once, not 6,000 times.
+    /// Whether a commit waits for the disk (`FULL`: an `fsync` per commit) or only for a
+    /// WAL append (`NORMAL`).
+    pub fn syncs_each_commit(&self) -> bool {
+        self.sync == SyncMode::Full
+    }
+
     pub fn append_items(
         &self,
         record_id: &str,

@@ -128,13 +128,15 @@ impl FsEnv {
 }
 
 /// A file tool: arguments parsed into `A` (whose schema is the tool's), then `run` on the
-/// blocking pool, since every file tool does disk work.
+/// blocking pool, since every file tool does disk work, unless `inline` says this call's
+/// work is small enough to do in place.
 pub struct FsTool<A> {
     name: &'static str,
     description: String,
     mode: ToolMode,
     env: Arc<FsEnv>,
     run: fn(&FsEnv, &ToolContext, A) -> ToolResult,
+    inline: Option<fn(&ToolContext, &A) -> bool>,
 }
 
 impl<A> FsTool<A> {
@@ -151,7 +153,16 @@ impl<A> FsTool<A> {
             mode,
             env,
             run,
+            inline: None,
         }
+    }
+
+    /// Calls for which `small` holds run on the calling worker: a blocking-pool hop costs two
+    /// thread wake-ups, more than a small read. `small` is a hint (it must be cheap and
+    /// never wait on anything but the local disk); the tool checks everything again.
+    pub fn inline_when(mut self, small: fn(&ToolContext, &A) -> bool) -> FsTool<A> {
+        self.inline = Some(small);
+        self
     }
 }
 
@@ -177,6 +188,9 @@ where
                 Ok(a) => a,
                 Err(r) => return r,
             };
+            if self.inline.is_some_and(|small| small(&ctx, &args)) {
+                return (self.run)(&self.env, &ctx, args);
+            }
             blocking(move || (self.run)(&self.env, &ctx, args)).await
         })
     }
@@ -275,5 +289,68 @@ mod tests {
         let (out, cut) = clip(&"中".repeat(20), 10);
         assert_eq!(cut, 10);
         assert!(out.starts_with("中中\n"));
+    }
+
+    fn env() -> Arc<FsEnv> {
+        let inputs = crate::config::Inputs {
+            home: std::path::PathBuf::from("/nonexistent-home"),
+            ..Default::default()
+        };
+        let settings = Arc::new(crate::config::Config::load(&inputs).unwrap().settings());
+        FsEnv::new(Arc::new(move || settings.clone()))
+    }
+
+    /// Answers the name of the thread it ran on.
+    fn where_run(_: &FsEnv, _: &ToolContext, _: Map<String, Value>) -> ToolResult {
+        let mut m = Map::new();
+        let id = format!("{:?}", std::thread::current().id());
+        m.insert("thread".into(), Value::String(id));
+        ToolResult::ok(m)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn small_calls_run_in_place_and_the_rest_on_the_blocking_pool() {
+        use crate::tools::Tool;
+        let here = format!("{:?}", std::thread::current().id());
+        let ctx = ToolContext::new(std::env::temp_dir());
+        let args = |big: bool| {
+            let mut m = Map::new();
+            m.insert("big".into(), Value::Bool(big));
+            m
+        };
+        let tool = Arc::new(
+            FsTool::new("probe", String::new(), ToolMode::Read, env(), where_run)
+                .inline_when(|_, a: &Map<String, Value>| a["big"] == Value::Bool(false)),
+        );
+        let thread = |r: &ToolResult| r.data.as_ref().unwrap()["thread"].clone();
+        let small = tool.clone().call(ctx.clone(), args(false)).await;
+        assert_eq!(thread(&small), Value::String(here.clone()));
+        let big = tool.call(ctx, args(true)).await;
+        assert_ne!(thread(&big), Value::String(here));
+    }
+
+    #[test]
+    fn read_file_runs_in_place_only_for_a_small_regular_file_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("small.txt"), "alpha\n").unwrap();
+        let big = std::fs::File::create(dir.path().join("big.txt")).unwrap();
+        big.set_len(read::INLINE_READ_BYTES + 1).unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let mut ctx = ToolContext::new(dir.path().to_path_buf());
+        let a = |p: &str| read::ReadArgs {
+            path: p.into(),
+            offset: None,
+            limit: None,
+            line_numbers: None,
+        };
+        assert!(read::small_local_read(&ctx, &a("small.txt")));
+        let abs = dir.path().join("small.txt").display().to_string();
+        assert!(read::small_local_read(&ctx, &a(&abs)));
+        assert!(!read::small_local_read(&ctx, &a("big.txt")));
+        assert!(!read::small_local_read(&ctx, &a("sub")));
+        assert!(!read::small_local_read(&ctx, &a("missing.txt")));
+        // Through the host: its answer is awaited, so never in place.
+        ctx.host_fs.read = true;
+        assert!(!read::small_local_read(&ctx, &a("small.txt")));
     }
 }

@@ -56,6 +56,17 @@ pub fn tool(env: Arc<FsEnv>) -> FsTool<ReadArgs> {
         env,
         read_file,
     )
+    .inline_when(small_local_read)
+}
+
+/// Largest file `read_file` reads without leaving the async worker.
+pub(super) const INLINE_READ_BYTES: u64 = 256 << 10;
+
+/// A small regular file read from disk (not through the host, whose answer is awaited).
+pub(super) fn small_local_read(ctx: &ToolContext, a: &ReadArgs) -> bool {
+    !ctx.host_fs.read
+        && std::fs::metadata(ctx.workspace_root.join(&a.path))
+            .is_ok_and(|m| m.is_file() && m.len() <= INLINE_READ_BYTES)
 }
 
 /// The whole text of a file, checked: regular, at most `max_bytes`, no NUL in the first
