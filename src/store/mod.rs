@@ -353,14 +353,14 @@ impl Store {
         self.write(|tx| insert_entry(tx, record_id, fields, 0, None, &now))
     }
 
-    /// Appends items in order in one transaction (all or none); returns the record's version
-    /// after it. A turn that starts with 6,000 new messages commits once, not 6,000 times.
     /// Whether a commit waits for the disk (`FULL`: an `fsync` per commit) or only for a
     /// WAL append (`NORMAL`).
     pub fn syncs_each_commit(&self) -> bool {
         self.sync == SyncMode::Full
     }
 
+    /// Appends items in order in one transaction (all or none); returns the record's version
+    /// after it. A turn that starts with 6,000 new messages commits once, not 6,000 times.
     pub fn append_items(
         &self,
         record_id: &str,

@@ -300,7 +300,7 @@ mod tests {
         FsEnv::new(Arc::new(move || settings.clone()))
     }
 
-    /// Answers the name of the thread it ran on.
+    /// Answers the id of the thread it ran on.
     fn where_run(_: &FsEnv, _: &ToolContext, _: Map<String, Value>) -> ToolResult {
         let mut m = Map::new();
         let id = format!("{:?}", std::thread::current().id());
