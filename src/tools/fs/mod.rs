@@ -272,6 +272,25 @@ pub(crate) fn fail(code: &str, msg: impl Into<String>) -> ToolResult {
     ToolResult::recoverable(msg).with_data("code", code)
 }
 
+/// The default settings with no home to read, for the file tools' unit tests.
+#[cfg(test)]
+pub(crate) fn test_settings() -> crate::config::Settings {
+    let inputs = crate::config::Inputs {
+        home: std::path::PathBuf::from("/nonexistent-home"),
+        ..Default::default()
+    };
+    crate::config::Config::load(&inputs)
+        .expect("defaults load")
+        .settings()
+}
+
+/// An environment over [`test_settings`].
+#[cfg(test)]
+pub(crate) fn test_env() -> Arc<FsEnv> {
+    let settings = Arc::new(test_settings());
+    FsEnv::new(Arc::new(move || settings.clone()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,15 +308,6 @@ mod tests {
         let (out, cut) = clip(&"中".repeat(20), 10);
         assert_eq!(cut, 10);
         assert!(out.starts_with("中中\n"));
-    }
-
-    fn env() -> Arc<FsEnv> {
-        let inputs = crate::config::Inputs {
-            home: std::path::PathBuf::from("/nonexistent-home"),
-            ..Default::default()
-        };
-        let settings = Arc::new(crate::config::Config::load(&inputs).unwrap().settings());
-        FsEnv::new(Arc::new(move || settings.clone()))
     }
 
     /// Answers the id of the thread it ran on.
@@ -319,8 +329,14 @@ mod tests {
             m
         };
         let tool = Arc::new(
-            FsTool::new("probe", String::new(), ToolMode::Read, env(), where_run)
-                .inline_when(|_, a: &Map<String, Value>| a["big"] == Value::Bool(false)),
+            FsTool::new(
+                "probe",
+                String::new(),
+                ToolMode::Read,
+                test_env(),
+                where_run,
+            )
+            .inline_when(|_, a: &Map<String, Value>| a["big"] == Value::Bool(false)),
         );
         let thread = |r: &ToolResult| r.data.as_ref().unwrap()["thread"].clone();
         let small = tool.clone().call(ctx.clone(), args(false)).await;

@@ -519,13 +519,7 @@ mod tests {
     use super::*;
 
     fn settings() -> Settings {
-        let inputs = crate::config::Inputs {
-            home: PathBuf::from("/nonexistent-home"),
-            ..Default::default()
-        };
-        let mut s = crate::config::Config::load(&inputs)
-            .expect("defaults load")
-            .settings();
+        let mut s = crate::tools::fs::test_settings();
         s.blocked_paths = vec![PathBuf::from("secret")];
         s
     }

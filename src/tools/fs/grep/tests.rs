@@ -71,13 +71,7 @@ fn grouping_attaches_context() {
 fn a_cancelled_call_stops_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "needle\n").unwrap();
-    let inputs = crate::config::Inputs {
-        home: PathBuf::from("/nonexistent-home"),
-        ..Default::default()
-    };
-    let settings = crate::config::Config::load(&inputs).unwrap().settings();
-    let settings = Arc::new(settings);
-    let env = FsEnv::new(Arc::new(move || settings.clone()));
+    let env = crate::tools::fs::test_env();
     let ctx = ToolContext::new(dir.path().to_path_buf());
     let r = run_grep(&env, &ctx, args(json!({"pattern": "needle"})));
     assert!(r.success, "{r:?}");
