@@ -591,7 +591,58 @@ fn diff_mib(a: u64, floor: u64) -> String {
     )
 }
 
+/// `--pipe-floor BYTES`: answers each stdin line with one stdout line of `BYTES` bytes, made
+/// before the first request; the floor of a large answer is moving its bytes through the pipe.
+fn pipe_floor(bytes: usize) {
+    let mut line = vec![b'x'; bytes.max(1)];
+    if let Some(last) = line.last_mut() {
+        *last = b'\n';
+    }
+    let mut out = std::io::stdout().lock();
+    for request in std::io::stdin().lock().lines() {
+        if request.is_err() {
+            break;
+        }
+        out.write_all(&line).unwrap();
+        out.flush().unwrap();
+    }
+}
+
+/// Median time for a request line to bring back a `bytes`-long line through a pipe, read as
+/// the sidecar's answers are read (`pipe_floor` in a child).
+fn pipe_floor_median(bytes: usize, calls: usize) -> Duration {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--pipe-floor", &bytes.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut buf = Vec::new();
+    let mut v = Vec::new();
+    for _ in 0..calls + 1 {
+        let t = Instant::now();
+        stdin.write_all(b"{}\n").unwrap();
+        stdin.flush().unwrap();
+        buf.clear();
+        out.read_until(b'\n', &mut buf).unwrap();
+        v.push(t.elapsed());
+    }
+    drop(stdin);
+    let _ = child.wait();
+    v.remove(0); // the first includes the child's start
+    median(&v)
+}
+
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("--pipe-floor") {
+        let bytes = std::env::args()
+            .nth(2)
+            .and_then(|b| b.parse().ok())
+            .unwrap_or(1);
+        return pipe_floor(bytes);
+    }
     let bin = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "target/release/outrigger".into());
@@ -790,6 +841,12 @@ fn main() {
             ms(median(&lat)),
             ms(p99(&lat)),
         ));
+        let floor = pipe_floor_median(list_bytes + 1, LIST_CALLS);
+        raw.push(format!(
+            "pipe floor: a {}-byte line per request line, median {:.3} ms over {LIST_CALLS}",
+            list_bytes + 1,
+            ms(floor)
+        ));
         let (r_ready, r_list) = (median_u64(&rss_ready), median_u64(&rss_list));
         rows.push(row(
             "RSS at ready, 10,000 plugin tools",
@@ -818,6 +875,13 @@ fn main() {
             f_ms(median(&lat)),
             diff_ms(median(&lat), bare_list),
             "≤ 20 ms",
+        ));
+        rows.push(row(
+            "tool.list latency, 10,000 tools, over its bytes through a pipe",
+            format!("{} (pipe floor)", f_ms(floor)),
+            f_ms(median(&lat)),
+            diff_ms(median(&lat), floor),
+            "—",
         ));
     }
 

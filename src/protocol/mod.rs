@@ -17,6 +17,31 @@ pub mod table;
 pub mod tools;
 pub mod ts;
 
+/// A result that writes its own JSON text, for the few results large enough that serde's
+/// per-field work shows (a 10,000-tool list). It writes the same bytes as its `Serialize`
+/// impl into the compact serializer; each implementor has a test comparing the two.
+pub trait JsonText: Serialize {
+    fn write_json(&self, out: &mut Vec<u8>);
+}
+
+/// `s` as a JSON string, escaped exactly as `serde_json` escapes it: text with nothing to
+/// escape (nearly every name and description) is copied whole.
+pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    // A fold, not `all`: without the early exit the scan is vectorised.
+    let plain = !s
+        .bytes()
+        .fold(false, |e, b| e | (b < 0x20) | (b == b'"') | (b == b'\\'));
+    if plain {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing a string into a `Vec` cannot fail.
+        let _ = serde_json::to_writer(&mut *out, s);
+    }
+}
+
 pub const PROTOCOL_VERSION: &str = "0.1.0";
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 

@@ -73,6 +73,37 @@ impl Serialize for ToolList {
     }
 }
 
+// Written by hand: serde spent most of a 10,000-tool list's time escaping the same seven keys
+// per row (`tool.list`'s profile: `format_escaped_str` and the map's entries ~45 %).
+impl super::JsonText for ToolList {
+    fn write_json(&self, out: &mut Vec<u8>) {
+        let rows: usize = self
+            .0
+            .iter()
+            .map(|e| e.name.len() + e.description.len() + e.parameters.text().len() + 120)
+            .sum();
+        out.reserve(rows + 2);
+        out.push(b'[');
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(br#"{"type":"function","function":{"name":"#);
+            super::write_json_str(out, &e.name);
+            out.extend_from_slice(br#","description":"#);
+            super::write_json_str(out, &e.description);
+            out.extend_from_slice(br#","parameters":"#);
+            out.extend_from_slice(e.parameters.text().as_bytes());
+            out.extend_from_slice(br#"},"mode":""#);
+            out.extend_from_slice(e.mode.as_str().as_bytes());
+            out.extend_from_slice(br#"","exposure":""#);
+            out.extend_from_slice(e.exposure.as_str().as_bytes());
+            out.extend_from_slice(br#""}"#);
+        }
+        out.push(b']');
+    }
+}
+
 /// The context of one `tool.invoke` call. Open on purpose: hosts put their own keys
 /// (`chatId`, …) in it, as they do in a turn's `toolContext`; they are accepted and unused.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
@@ -414,6 +445,80 @@ mod tests {
         assert_eq!(q.conditions, ["tool:x"]);
         assert_eq!(q.exclude, ["e"]);
         assert!(q.ignore_conditions);
+    }
+
+    struct Named(String);
+
+    impl crate::tools::Tool for Named {
+        fn name(&self) -> &str {
+            &self.0
+        }
+        fn description(&self) -> &str {
+            "unused: each registration names its own"
+        }
+        fn parameters(&self) -> Value {
+            serde_json::json!({"type": "object", "properties": {"q": {"type": "string", "description": "a \"quoted\" \u{2028} word"}}})
+        }
+        fn call(
+            self: Arc<Self>,
+            _: crate::tools::ToolContext,
+            _: Map<String, Value>,
+        ) -> crate::tools::ToolFuture {
+            Box::pin(async { crate::tools::ToolResult::ok(Map::new()) })
+        }
+    }
+
+    /// The hand-written `tool.list` text is byte for byte what serde writes, whatever the
+    /// names, descriptions, modes and tiers.
+    #[test]
+    fn tool_list_text_is_what_serde_writes() {
+        use crate::protocol::JsonText;
+        use crate::tools::router::{Registration, Router};
+        let router = Router::new();
+        let descriptions = [
+            "",
+            "plain words",
+            "quote \" and backslash \\ and tab \t and nul \u{0}",
+            "line\nbreak, U+2028 \u{2028}, DEL \u{7f}, é and 🦀",
+        ];
+        let modes = [
+            ToolMode::Read,
+            ToolMode::SafeWrite,
+            ToolMode::Destructive,
+            ToolMode::Local,
+            ToolMode::External,
+        ];
+        let tiers = [
+            ToolExposure::Direct,
+            ToolExposure::Deferred,
+            ToolExposure::Hidden,
+        ];
+        for i in 0..24 {
+            let mut reg = Registration::new(Arc::new(Named(format!("tool_{i:02}"))));
+            reg.description = Some(descriptions[i % descriptions.len()].to_string());
+            reg.mode = Some(modes[i % modes.len()]);
+            reg.exposure = Some(tiers[i % tiers.len()]);
+            router.register(reg).unwrap();
+        }
+        for list in [ToolList(Vec::new()), ToolList(router.describe())] {
+            let mut text = Vec::new();
+            list.write_json(&mut text);
+            assert_eq!(
+                String::from_utf8(text).unwrap(),
+                serde_json::to_string(&list).unwrap()
+            );
+        }
+    }
+
+    proptest::proptest! {
+        /// Any string is escaped exactly as serde_json escapes it.
+        #[test]
+        fn json_strings_are_escaped_as_serde_does(s in "\\PC*|[\\x00-\\x7f]*") {
+            let mut text = b"x".to_vec();
+            crate::protocol::write_json_str(&mut text, &s);
+            let want = serde_json::to_string(&s).unwrap();
+            proptest::prop_assert_eq!(&text[1..], want.as_bytes());
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@ use super::error::{ErrorKind, Outcome, RpcError};
 use super::frame::{Incoming, Line, RawId, parse_line};
 use super::intake::{Intake, Ticket, id_key};
 use super::methods;
-use super::writer::{Out, encode_response};
+use super::writer::{Frame, Out, encode_response};
 use crate::app::App;
 use crate::catch_panic::CatchPanic;
 
@@ -56,7 +56,7 @@ enum Target {
     /// Inside a batch: the encoded response is collected into the batch array.
     Collect {
         id: RawId,
-        tx: oneshot::Sender<Vec<u8>>,
+        tx: oneshot::Sender<Frame>,
     },
 }
 
@@ -70,7 +70,7 @@ impl Replier {
         Replier(Arc::new(Mutex::new(target)))
     }
 
-    pub fn send(&self, result: &Outcome) {
+    pub fn send(&self, result: Outcome) {
         let target = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
         match target {
             Some(Target::Direct { id, out }) => out.respond(Some(&id), result),
@@ -105,7 +105,7 @@ impl Call {
     /// Answers now, before the handler finishes (e.g. a stream id, or shutdown's `null`),
     /// so notifications sent afterwards follow the response on the wire.
     pub fn reply_now(&self, result: Outcome) {
-        self.replier.send(&result);
+        self.replier.send(result);
     }
 }
 
@@ -118,10 +118,10 @@ pub async fn dispatch_line(app: &Arc<App>, line: &[u8]) {
     match parse_line(line) {
         Line::ParseError(msg) => app
             .out
-            .respond(None, &Err(RpcError::new(ErrorKind::Parse, msg))),
+            .respond(None, Err(RpcError::new(ErrorKind::Parse, msg))),
         Line::EmptyBatch => app.out.respond(
             None,
-            &Err(RpcError::invalid_request(
+            Err(RpcError::invalid_request(
                 "Invalid request: an empty batch array",
             )),
         ),
@@ -137,7 +137,7 @@ pub async fn dispatch_line(app: &Arc<App>, line: &[u8]) {
 pub fn refuse_too_long(app: &App, len: usize, limit: usize) {
     app.out.respond(
         None,
-        &Err(RpcError::invalid_request(format!(
+        Err(RpcError::invalid_request(format!(
             "Invalid request: frame of {len} bytes exceeds max_frame_bytes ({limit}); send smaller \
              frames or raise max_frame_bytes (ceiling 1073741824)"
         ))
@@ -165,13 +165,14 @@ async fn dispatch_batch(app: &Arc<App>, items: Vec<Incoming>) {
         if parts.is_empty() {
             return;
         }
-        let mut frame = Vec::with_capacity(parts.iter().map(|p| p.len() + 1).sum::<usize>() + 2);
+        let mut frame =
+            Vec::with_capacity(parts.iter().map(|p| p.bytes().len() + 1).sum::<usize>() + 2);
         frame.push(b'[');
         for (i, p) in parts.iter().enumerate() {
             if i > 0 {
                 frame.push(b',');
             }
-            frame.extend_from_slice(p);
+            frame.extend_from_slice(p.bytes());
         }
         frame.push(b']');
         out.send_bytes(frame);
@@ -190,7 +191,7 @@ async fn handle(app: &Arc<App>, incoming: Incoming, target: impl FnOnce(RawId) -
             let key = (!CONTROL_METHODS.contains(&method.as_str())).then(|| id_key(id.get()));
             let replier = Replier::new(Some(target(id)));
             match lookup(app, &method) {
-                None => replier.send(&Err(RpcError::method_not_found(&method))),
+                None => replier.send(Err(RpcError::method_not_found(&method))),
                 Some(h) => run(app, &method, key, h, (params, messages), replier).await,
             }
         }
@@ -212,10 +213,10 @@ async fn handle(app: &Arc<App>, incoming: Incoming, target: impl FnOnce(RawId) -
             field,
         } => match (id, lookup(app, &method)) {
             (Some(id), None) => {
-                Replier::new(Some(target(id))).send(&Err(RpcError::method_not_found(&method)))
+                Replier::new(Some(target(id))).send(Err(RpcError::method_not_found(&method)))
             }
             (Some(id), Some(_)) => Replier::new(Some(target(id)))
-                .send(&Err(RpcError::invalid_params(message).with("field", field))),
+                .send(Err(RpcError::invalid_params(message).with("field", field))),
             (None, _) => tracing::debug!("dropping notification '{method}': {message}"),
         },
         Incoming::Response { id, outcome } => {
@@ -226,12 +227,12 @@ async fn handle(app: &Arc<App>, incoming: Incoming, target: impl FnOnce(RawId) -
         Incoming::Invalid { id, message } => {
             let err = Err(RpcError::invalid_request(message));
             match id {
-                Some(id) => Replier::new(Some(target(id))).send(&err),
+                Some(id) => Replier::new(Some(target(id))).send(err),
                 None => {
                     let null = serde_json::value::RawValue::from_string("null".into());
                     match null {
-                        Ok(null) => Replier::new(Some(target(null))).send(&err),
-                        Err(_) => app.out.respond(None, &err),
+                        Ok(null) => Replier::new(Some(target(null))).send(err),
+                        Err(_) => app.out.respond(None, err),
                     }
                 }
             }
@@ -261,7 +262,7 @@ async fn run(
         ));
         app.lifecycle.spawn(async move {
             let result = fut.await.unwrap_or_else(|p| Err(panicked(&p)));
-            replier.send(&result);
+            replier.send(result);
             drop(slot);
         });
         return;
@@ -316,7 +317,7 @@ fn start(app: &Arc<App>, ticket: Ticket, job: Job) {
         };
         // Forget the id before answering, so a cancel racing the answer reports `false`.
         let next = owner.requests.finish(&ticket);
-        replier.send(&result);
+        replier.send(result);
         if let Some((ticket, job)) = next {
             start(&owner, ticket, job);
         }
@@ -328,7 +329,7 @@ fn start(app: &Arc<App>, ticket: Ticket, job: Job) {
 pub fn cancel_request(app: &App, key: &str) -> bool {
     let c = app.requests.cancel(key);
     for job in c.removed {
-        job.replier.send(&Err(cancelled()));
+        job.replier.send(Err(cancelled()));
     }
     c.found
 }

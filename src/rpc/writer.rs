@@ -20,6 +20,8 @@ use super::error::{Outcome, RpcError};
 #[derive(Default)]
 struct Queue {
     buf: Vec<u8>,
+    /// Where the bytes to write start in `buf` (a large frame taken whole keeps its room).
+    start: usize,
     /// Flush requests satisfied once the bytes queued before them are written.
     acks: Vec<oneshot::Sender<()>>,
     sleeping: bool,
@@ -48,17 +50,18 @@ impl Shared {
         let mut batch = Vec::new();
         let mut ok = true;
         loop {
-            let acks = {
+            let (acks, start) = {
                 let mut q = self.lock();
                 while q.buf.is_empty() && q.acks.is_empty() {
                     q.sleeping = true;
                     q = self.wake.wait(q).unwrap_or_else(|e| e.into_inner());
                 }
                 std::mem::swap(&mut batch, &mut q.buf);
-                std::mem::take(&mut q.acks)
+                (std::mem::take(&mut q.acks), std::mem::take(&mut q.start))
             };
-            if ok && !batch.is_empty() {
-                ok = sink.write_all(&batch).and_then(|_| sink.flush()).is_ok();
+            let bytes = batch.get(start..).unwrap_or_default();
+            if ok && !bytes.is_empty() {
+                ok = sink.write_all(bytes).and_then(|_| sink.flush()).is_ok();
                 if !ok && !self.broken.swap(true, Ordering::SeqCst) {
                     tracing::warn!("stdout is closed; dropping further frames");
                 }
@@ -100,13 +103,6 @@ struct Request<'a> {
 }
 
 #[derive(Serialize)]
-struct Success<'a> {
-    jsonrpc: &'static str,
-    id: &'a RawValue,
-    result: &'a RawValue,
-}
-
-#[derive(Serialize)]
 struct Failure<'a> {
     jsonrpc: &'static str,
     id: &'a RawValue,
@@ -115,36 +111,48 @@ struct Failure<'a> {
 
 const NULL_ID: &str = "null";
 
-/// Serializes a response frame (no newline). `id` `None` means `"id": null`.
-pub fn encode_response(id: Option<&RawValue>, result: &Outcome) -> Vec<u8> {
+/// A frame on its way to the writer: `buf[start..]`, without its newline.
+pub struct Frame {
+    pub buf: Vec<u8>,
+    pub start: usize,
+}
+
+impl Frame {
+    pub fn bytes(&self) -> &[u8] {
+        self.buf.get(self.start..).unwrap_or_default()
+    }
+}
+
+impl From<Vec<u8>> for Frame {
+    fn from(buf: Vec<u8>) -> Frame {
+        Frame { buf, start: 0 }
+    }
+}
+
+/// Encodes a response frame (no newline). `id` `None` means `"id": null`. A result is framed
+/// in its own buffer (`Reply::into_frame`), so a large one is not copied.
+pub fn encode_response(id: Option<&RawValue>, result: Outcome) -> Frame {
     let null: Box<RawValue> = RawValue::from_string(NULL_ID.to_string()).unwrap_or_default();
     let id = id.unwrap_or(&null);
-    // Sized for the result and the line's newline: a large result (a 10,000-tool list) is
-    // copied once, not through a buffer grown by doubling.
-    let size = result.as_ref().map_or(256, |v| v.get().len()) + id.get().len() + 48;
-    let mut bytes = Vec::with_capacity(size);
-    let written = match result {
-        Ok(v) => serde_json::to_writer(
-            &mut bytes,
-            &Success {
-                jsonrpc: "2.0",
-                id,
-                result: v,
-            },
-        ),
-        Err(e) => serde_json::to_writer(
-            &mut bytes,
-            &Failure {
+    match result {
+        Ok(v) => {
+            let mut head = Vec::with_capacity(id.get().len() + 32);
+            head.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+            head.extend_from_slice(id.get().as_bytes());
+            head.extend_from_slice(b",\"result\":");
+            let (buf, start) = v.into_frame(&head, b"}");
+            escape_frame(Frame { buf, start })
+        }
+        Err(e) => {
+            let failure = Failure {
                 jsonrpc: "2.0",
                 id,
                 error: e.to_json(),
-            },
-        ),
-    };
-    escape_separators(match written {
-        Ok(()) => bytes,
-        Err(e) => internal_failure(id, &e),
-    })
+            };
+            let bytes = serde_json::to_vec(&failure).unwrap_or_else(|e| internal_failure(id, &e));
+            escape_separators(bytes).into()
+        }
+    }
 }
 
 /// A frame that could not be serialized still gets an answer.
@@ -161,10 +169,17 @@ fn internal_failure(id: &RawValue, e: &serde_json::Error) -> Vec<u8> {
 /// Replaces raw U+2028 / U+2029 (E2 80 A8 / E2 80 A9) with their `\u` escapes. In valid JSON
 /// they can only occur inside strings, where the escape means the same character.
 pub fn escape_separators(bytes: Vec<u8>) -> Vec<u8> {
-    let needs = memchr::memmem::find_iter(&bytes, b"\xE2\x80")
+    escape_frame(bytes.into()).buf
+}
+
+/// `escape_separators` for the frame in `buf[start..]`: the same buffer when nothing needs
+/// escaping, else a new one.
+fn escape_frame(frame: Frame) -> Frame {
+    let bytes = frame.bytes();
+    let needs = memchr::memmem::find_iter(bytes, b"\xE2\x80")
         .any(|i| matches!(bytes.get(i + 2), Some(0xA8 | 0xA9)));
     if !needs {
-        return bytes;
+        return frame;
     }
     let mut out = Vec::with_capacity(bytes.len() + 16);
     let mut i = 0;
@@ -187,7 +202,7 @@ pub fn escape_separators(bytes: Vec<u8>) -> Vec<u8> {
         out.push(bytes[i]);
         i += 1;
     }
-    out
+    out.into()
 }
 
 impl Out {
@@ -211,15 +226,21 @@ impl Out {
     }
 
     /// Queues one frame (without its newline).
-    pub fn send_bytes(&self, mut bytes: Vec<u8>) {
+    pub fn send_bytes(&self, bytes: Vec<u8>) {
+        self.send_frame(bytes.into())
+    }
+
+    /// Queues one frame (without its newline).
+    pub fn send_frame(&self, mut frame: Frame) {
         let wake = {
             let mut q = self.shared.lock();
-            if q.buf.is_empty() && bytes.len() > TAKE_WHOLE_BYTES {
+            if q.buf.is_empty() && frame.bytes().len() > TAKE_WHOLE_BYTES {
                 // Nothing queued: a large frame becomes the queue instead of being copied in.
-                bytes.push(b'\n');
-                q.buf = bytes;
+                frame.buf.push(b'\n');
+                q.buf = frame.buf;
+                q.start = frame.start;
             } else {
-                q.buf.extend_from_slice(&bytes);
+                q.buf.extend_from_slice(frame.bytes());
                 q.buf.push(b'\n');
             }
             std::mem::take(&mut q.sleeping)
@@ -229,8 +250,8 @@ impl Out {
         }
     }
 
-    pub fn respond(&self, id: Option<&RawValue>, result: &Outcome) {
-        self.send_bytes(encode_response(id, result));
+    pub fn respond(&self, id: Option<&RawValue>, result: Outcome) {
+        self.send_frame(encode_response(id, result));
     }
 
     pub fn notify<P: Serialize>(&self, method: &str, params: &P) {
@@ -335,13 +356,52 @@ mod tests {
         assert!(*sink.0.lock().unwrap() == want);
     }
 
+    /// Results framed in their own buffers (the head in the reserved room, or copied when the
+    /// id is too long for it) come out as whole lines, in order, separators escaped.
+    #[tokio::test]
+    async fn responses_framed_in_place_are_whole_lines() {
+        use super::super::error::{HEAD_ROOM, reply};
+        let sink = Shared::default();
+        let (out, _thread) = Out::start(sink.clone());
+        let big = "x".repeat(TAKE_WHOLE_BYTES * 2);
+        let short = RawValue::from_string("7".into()).unwrap();
+        let long = RawValue::from_string(format!("\"{}\"", "i".repeat(HEAD_ROOM * 2))).unwrap();
+        let answers = [
+            (Some(&*short), big.clone()),
+            (Some(&*long), format!("{big}\u{2028}")),
+            (None, "small".to_string()),
+            (Some(&*short), big.clone()),
+        ];
+        for (id, result) in &answers {
+            out.respond(*id, reply(result));
+        }
+        out.flush().await;
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), answers.len());
+        for (line, (id, result)) in lines.iter().zip(&answers) {
+            assert!(
+                line.starts_with("{\"jsonrpc\":\"2.0\",\"id\":"),
+                "{}",
+                &line[..40]
+            );
+            assert!(!line.contains('\u{2028}'));
+            let v: Value = serde_json::from_str(line).unwrap();
+            let id: Value = id.map_or(Value::Null, |i| serde_json::from_str(i.get()).unwrap());
+            assert_eq!(
+                v,
+                serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result})
+            );
+        }
+    }
+
     #[test]
     fn null_id_response() {
         let out = encode_response(
             None,
-            &Err(RpcError::new(super::super::error::ErrorKind::Parse, "x")),
+            Err(RpcError::new(super::super::error::ErrorKind::Parse, "x")),
         );
-        let v: Value = serde_json::from_slice(&out).unwrap();
+        let v: Value = serde_json::from_slice(out.bytes()).unwrap();
         assert!(v["id"].is_null());
         assert_eq!(v["error"]["code"], -32700);
     }

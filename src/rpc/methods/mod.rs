@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::dispatch::{Call, Handler, HandlerFuture};
-use super::error::{Outcome, RpcError, reply};
+use super::error::{Outcome, RpcError, reply, reply_text};
 use crate::app::App;
 
 /// One method: its name and the handler that serves it.
@@ -52,6 +52,21 @@ where
     reply(&f(app, p).await?)
 }
 
+/// `typed` for a result that writes its own JSON text (`JsonText`).
+async fn written<P, R, Fut>(
+    app: Arc<App>,
+    call: Call,
+    f: impl FnOnce(Arc<App>, P) -> Fut,
+) -> Outcome
+where
+    P: DeserializeOwned,
+    R: crate::protocol::JsonText,
+    Fut: Future<Output = Result<R, RpcError>>,
+{
+    let p = call.params()?;
+    reply_text(&f(app, p).await?)
+}
+
 /// Runs a handler that takes no params and does not look at any it is sent.
 async fn unchecked<R, Fut>(app: Arc<App>, f: impl FnOnce(Arc<App>) -> Fut) -> Outcome
 where
@@ -67,6 +82,18 @@ macro_rules! t {
         Entry {
             name: $name,
             handler: (|app, call| Box::pin(typed(app, call, $f)) as HandlerFuture) as Handler,
+            #[cfg(test)]
+            schemas: tests::Schemas::typed(&$f),
+        }
+    };
+}
+
+/// `t!` for a result that writes its own JSON text (`written`).
+macro_rules! w {
+    ($name:literal, $f:path) => {
+        Entry {
+            name: $name,
+            handler: (|app, call| Box::pin(written(app, call, $f)) as HandlerFuture) as Handler,
             #[cfg(test)]
             schemas: tests::Schemas::typed(&$f),
         }
@@ -112,7 +139,7 @@ pub fn table() -> &'static [Entry] {
             t!("request.cancel", request::cancel),
             t!("config.get", config::get),
             t!("config.set", config::set),
-            t!("tool.list", tools::list),
+            w!("tool.list", tools::list),
             t!("tool.invoke", tools::invoke),
             t!("plugin.tools.describe", tools::describe),
             t!("plugin.list", plugins::list),
