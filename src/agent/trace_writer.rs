@@ -1,6 +1,7 @@
 //! Trace writes to the store, in the order they happen and off the turn's path. A trace's
 //! start and its finished spans are queued and committed together at most `FLUSH_DELAY`
-//! later, in one transaction on the blocking pool; a finished trace is committed at once
+//! later, in one transaction (on the worker when it is small and commits skip the `fsync`,
+//! else on the blocking pool: `commits_in_place`); a finished trace is committed at once
 //! (its `stream.done` waits for it) with everything queued before it. A short turn thus
 //! costs one commit for its whole trace, and a crash loses at most the spans of the last
 //! `FLUSH_DELAY`. A failed write costs only the trace's durability.
@@ -14,6 +15,9 @@ use crate::store::{Store, TraceWrite};
 
 /// How long a started trace or a finished span may wait to be committed.
 pub const FLUSH_DELAY: Duration = Duration::from_millis(20);
+
+/// Most queued writes a flush commits on the worker that runs it (`commits_in_place`).
+const INLINE_WRITES: usize = 16;
 
 /// What the writer answers for a finished trace: the stored body (its JSON text) and how
 /// many traces retention removed.
@@ -76,12 +80,31 @@ impl Writer {
                     if !delay.is_zero() {
                         tokio::time::sleep(delay).await;
                     }
-                    let _ = tokio::task::spawn_blocking(move || me.flush()).await;
+                    if me.commits_in_place() {
+                        me.flush();
+                    } else {
+                        let _ = tokio::task::spawn_blocking(move || me.flush()).await;
+                    }
                 });
             }
             // Outside a runtime (unit tests): now, on this thread.
             Err(_) => me.flush(),
         }
+    }
+
+    /// Whether the next flush is cheap enough for the worker: a few writes, no retention pass,
+    /// and commits that append to the WAL without an `fsync` (`synchronous = NORMAL`).
+    /// Handing it to the blocking pool cost four thread switches per flush (perf stat). A
+    /// hint: jobs queued between this check and the flush join the batch.
+    fn commits_in_place(&self) -> bool {
+        if self.store.syncs_each_commit() {
+            return false;
+        }
+        let queue = lock(&self.queue);
+        queue.len() <= INLINE_WRITES
+            && queue
+                .iter()
+                .all(|j| !matches!(&j.write, TraceWrite::Finish { prune: Some(_), .. }))
     }
 
     fn flush(&self) {
@@ -180,6 +203,43 @@ mod tests {
             body: "{}".into(),
             header: Some(format!("h{seq}")),
         }
+    }
+
+    /// Small batches under `NORMAL` commit on the worker; `FULL` commits, long batches and
+    /// retention passes go to the blocking pool. Either way the writes are stored.
+    #[test]
+    fn small_batches_commit_in_place_under_normal_only() {
+        use crate::store::SyncMode;
+        let dir = tempfile::tempdir().unwrap();
+        let open = |name: &str, sync| {
+            let store = Store::open(&dir.path().join(name), sync).unwrap();
+            Arc::new(Writer::new(Arc::new(store)))
+        };
+        let queue = |w: &Writer, write: TraceWrite| {
+            lock(&w.queue).push(Job { write, done: None });
+        };
+        let normal = open("normal.db", SyncMode::Normal);
+        assert!(normal.commits_in_place(), "nothing queued");
+        queue(&normal, TraceWrite::Begin(row("a")));
+        assert!(normal.commits_in_place());
+        let finish = |prune| TraceWrite::Finish {
+            row: row("a"),
+            prune,
+        };
+        queue(
+            &normal,
+            finish(Some(("2026-01-01T00:00:00.000Z".into(), 10))),
+        );
+        assert!(!normal.commits_in_place(), "a retention pass");
+        normal.flush();
+        assert!(normal.store.get_trace("a").unwrap().is_some());
+        for seq in 0..=INLINE_WRITES {
+            queue(&normal, span("b", seq));
+        }
+        assert!(!normal.commits_in_place(), "more than INLINE_WRITES");
+        let full = open("full.db", SyncMode::Full);
+        queue(&full, finish(None));
+        assert!(!full.commits_in_place(), "an fsync per commit");
     }
 
     #[test]
