@@ -69,8 +69,8 @@ pub struct Reply {
     buf: Vec<u8>,
 }
 
-/// Room for the head of a response whose id is up to ~40 bytes of JSON; a longer id costs
-/// one copy of the result (`Reply::into_frame`).
+/// Room for the head of a response whose id is up to 32 bytes of JSON (the head is 32 bytes
+/// plus the id); a longer id costs one copy of the result (`Reply::into_frame`).
 pub const HEAD_ROOM: usize = 64;
 
 impl Reply {
