@@ -107,8 +107,7 @@ pub type Outcome = Result<Reply, RpcError>;
 
 /// Serializes a result for the wire.
 pub fn reply<T: Serialize + ?Sized>(value: &T) -> Outcome {
-    let mut buf = Vec::with_capacity(HEAD_ROOM + 128);
-    buf.resize(HEAD_ROOM, 0);
+    let mut buf = with_head_room();
     serde_json::to_writer(&mut buf, value)
         .map_err(|e| RpcError::internal(format!("could not encode the result: {e}")))?;
     Ok(Reply { buf })
@@ -116,10 +115,16 @@ pub fn reply<T: Serialize + ?Sized>(value: &T) -> Outcome {
 
 /// A result that writes its own JSON text (`JsonText`).
 pub fn reply_text<T: crate::protocol::JsonText + ?Sized>(value: &T) -> Outcome {
-    let mut buf = Vec::with_capacity(HEAD_ROOM + 128);
-    buf.resize(HEAD_ROOM, 0);
+    let mut buf = with_head_room();
     value.write_json(&mut buf);
     Ok(Reply { buf })
+}
+
+/// A result's buffer before its text: `HEAD_ROOM` reserved bytes.
+fn with_head_room() -> Vec<u8> {
+    let mut buf = Vec::with_capacity(HEAD_ROOM + 128);
+    buf.resize(HEAD_ROOM, 0);
+    buf
 }
 
 /// The `null` result of void methods.
