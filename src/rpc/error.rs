@@ -79,17 +79,25 @@ impl Reply {
         self.buf.get(HEAD_ROOM..).unwrap_or_default()
     }
 
-    /// `head`, the result and `tail` as one frame: the buffer and where the frame starts in
-    /// it. The head goes into the reserved room when it fits, else the frame is a new buffer.
-    pub fn into_frame(mut self, head: &[u8], tail: &[u8]) -> (Vec<u8>, usize) {
-        if head.len() <= HEAD_ROOM {
-            let start = HEAD_ROOM - head.len();
-            self.buf[start..HEAD_ROOM].copy_from_slice(head);
+    /// The `head` parts, the result and `tail` as one frame: the buffer and where the frame
+    /// starts in it. The head goes into the reserved room when it fits, else the frame is a
+    /// new buffer.
+    pub fn into_frame(mut self, head: &[&[u8]], tail: &[u8]) -> (Vec<u8>, usize) {
+        let len: usize = head.iter().map(|p| p.len()).sum();
+        if len <= HEAD_ROOM {
+            let start = HEAD_ROOM - len;
+            let mut at = start;
+            for part in head {
+                self.buf[at..at + part.len()].copy_from_slice(part);
+                at += part.len();
+            }
             self.buf.extend_from_slice(tail);
             return (self.buf, start);
         }
-        let mut frame = Vec::with_capacity(head.len() + self.json().len() + tail.len() + 1);
-        frame.extend_from_slice(head);
+        let mut frame = Vec::with_capacity(len + self.json().len() + tail.len() + 1);
+        for part in head {
+            frame.extend_from_slice(part);
+        }
         frame.extend_from_slice(self.json());
         frame.extend_from_slice(tail);
         (frame, 0)

@@ -132,18 +132,22 @@ impl From<Vec<u8>> for Frame {
 /// Encodes a response frame (no newline). `id` `None` means `"id": null`. A result is framed
 /// in its own buffer (`Reply::into_frame`), so a large one is not copied.
 pub fn encode_response(id: Option<&RawValue>, result: Outcome) -> Frame {
-    let null: Box<RawValue> = RawValue::from_string(NULL_ID.to_string()).unwrap_or_default();
-    let id = id.unwrap_or(&null);
     match result {
         Ok(v) => {
-            let mut head = Vec::with_capacity(id.get().len() + 32);
-            head.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-            head.extend_from_slice(id.get().as_bytes());
-            head.extend_from_slice(b",\"result\":");
+            let id = id.map_or(NULL_ID, RawValue::get).as_bytes();
+            let head: [&[u8]; 3] = [b"{\"jsonrpc\":\"2.0\",\"id\":", id, b",\"result\":"];
             let (buf, start) = v.into_frame(&head, b"}");
             escape_frame(Frame { buf, start })
         }
         Err(e) => {
+            let null: Box<RawValue>;
+            let id = match id {
+                Some(id) => id,
+                None => {
+                    null = RawValue::from_string(NULL_ID.to_string()).unwrap_or_default();
+                    &null
+                }
+            };
             let failure = Failure {
                 jsonrpc: "2.0",
                 id,
