@@ -15,5 +15,40 @@ fn main() {
     if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
         println!("cargo:rustc-link-arg-bins=-no-pie");
     }
+    link_order(&version);
     println!("cargo:rerun-if-changed=build.rs");
+}
+
+/// Places the functions boot and a first turn run next to each other (link/outrigger.order,
+/// made by scripts/linkorder/regen.sh): scattered, they fault in ~10 MB of the binary at
+/// ready; together, ~1.5 MB. Only where the linker is known to be rustc's own lld (x86_64
+/// Linux GNU since 1.90, no linker chosen in the flags) and for release builds, whose symbol
+/// names the file holds; `OUTRIGGER_LINK_ORDER=off` leaves it out.
+fn link_order(rustc_version: &str) {
+    println!("cargo:rerun-if-env-changed=OUTRIGGER_LINK_ORDER");
+    println!("cargo:rerun-if-changed=link/outrigger.order");
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    let lld_default = var("TARGET") == "x86_64-unknown-linux-gnu"
+        && rustc_version
+            .split('.')
+            .take(2)
+            .map(|n| n.parse::<u32>().unwrap_or(0))
+            .collect::<Vec<_>>()
+            >= vec![1, 90];
+    let linker_chosen = var("CARGO_ENCODED_RUSTFLAGS").contains("link")
+        || std::env::vars().any(|(k, _)| k.starts_with("CARGO_TARGET_") && k.ends_with("_LINKER"));
+    let file = std::path::Path::new(&var("CARGO_MANIFEST_DIR")).join("link/outrigger.order");
+    if lld_default
+        && !linker_chosen
+        && var("PROFILE") == "release"
+        && var("OUTRIGGER_LINK_ORDER") != "off"
+        && file.is_file()
+    {
+        println!(
+            "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
+            file.display()
+        );
+        // Names the build does not have (another profile, a changed dependency) are skipped.
+        println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+    }
 }

@@ -7,9 +7,9 @@ usage: rounds.py <outrigger binary> [turns]   (docs/benchmarks.md)
 One warm-up turn first. With PAUSE=<seconds> it prints `PID <pid>` after the warm-up and
 waits, for `perf record -p`. Stdlib only.
 """
-import json, os, socket, statistics, sys, threading, time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import json, os, statistics, sys, threading, time
 
+import fake_provider
 import sidecar
 
 binary = sys.argv[1]
@@ -18,49 +18,16 @@ ROUNDS = 10
 left, lock, served = [0], threading.Lock(), [0]
 
 
-def chunk(delta, finish=None, usage=None):
-    c = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "fake-model",
-         "choices": [] if usage else [{"index": 0, "delta": delta, "finish_reason": finish}]}
-    if usage:
-        c["usage"] = usage
-    return "data: " + json.dumps(c) + "\n\n"
+def respond():
+    with lock:
+        served[0] += 1
+        tool = left[0] > 0
+        if tool:
+            left[0] -= 1
+    return fake_provider.tool_sse(served[0]) if tool else fake_provider.TEXT
 
 
-def tool_sse(n):
-    call = {"index": 0, "id": f"call_{n}", "type": "function",
-            "function": {"name": "read_file", "arguments": "{\"path\":\"notes.txt\"}"}}
-    return (chunk({"role": "assistant", "content": None, "tool_calls": [call]})
-            + chunk({}, "tool_calls")
-            + chunk(None, usage={"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14})
-            + "data: [DONE]\n\n")
-
-
-TEXT = chunk({"role": "assistant", "content": "ok"}) + chunk({}, "stop") + "data: [DONE]\n\n"
-
-
-class Fake(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers["Content-Length"]))
-        with lock:
-            served[0] += 1
-            tool = left[0] > 0
-            if tool:
-                left[0] -= 1
-        body = (tool_sse(served[0]) if tool else TEXT).encode()
-        # One write, no Nagle: headers and body in separate segments cost a delayed ACK.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-        self.wfile.flush()
-
-
-srv = ThreadingHTTPServer(("127.0.0.1", 0), Fake)
-threading.Thread(target=srv.serve_forever, daemon=True).start()
+port = fake_provider.start(respond)
 p, ws = sidecar.start(binary)
 with open(os.path.join(ws, "notes.txt"), "w") as f:
     f.write("alpha\nbeta\n")
@@ -69,7 +36,7 @@ def turn(k):
     left[0] = ROUNDS - 1
     frame = json.dumps({"jsonrpc": "2.0", "id": k, "method": "agent.chat.stream", "params": {
         "provider": "openai_compat", "model": "fake-model",
-        "baseUrl": f"http://127.0.0.1:{srv.server_port}/v1", "apiKey": "k",
+        "baseUrl": f"http://127.0.0.1:{port}/v1", "apiKey": "k",
         "chatId": f"c{k}", "streamId": f"s{k}", "cwd": ws,
         "messages": [{"role": "user", "content": "read notes ten times"}]}}) + "\n"
     t = time.perf_counter()
