@@ -19,15 +19,29 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
 }
 
-/// Places the functions boot and a first turn run next to each other (link/outrigger.order,
-/// made by scripts/linkorder/regen.sh): scattered, they fault in ~10 MB of the binary at
-/// ready; together, ~1.5 MB. Only where the linker is known to be rustc's own lld (x86_64
-/// Linux GNU since 1.90, no linker chosen in the flags) and for release builds, whose symbol
-/// names the file holds; `OUTRIGGER_LINK_ORDER=off` leaves it out.
+/// Places the functions boot and a first turn run next to each other (`link/<profile>.order`,
+/// made by scripts/linkorder/regen.sh for release, regen-dist.sh for dist): scattered, they
+/// fault in ~10 MB of the binary at ready; together, ~1.6 MB. Symbol names differ by profile,
+/// so each profile has its own file, found by the name of the profile's output directory
+/// (`<target>/<profile>/build/<pkg>-<hash>/out`). Only where the linker is known to be rustc's
+/// own lld (x86_64 Linux GNU since 1.90, no linker chosen in the flags);
+/// `OUTRIGGER_LINK_ORDER=off` leaves it out.
 fn link_order(rustc_version: &str) {
     println!("cargo:rerun-if-env-changed=OUTRIGGER_LINK_ORDER");
-    println!("cargo:rerun-if-changed=link/outrigger.order");
     let var = |k: &str| std::env::var(k).unwrap_or_default();
+    let out_dir = var("OUT_DIR");
+    let Some(profile) = std::path::Path::new(&out_dir)
+        .ancestors()
+        .nth(3)
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str())
+    else {
+        return;
+    };
+    let file = std::path::Path::new(&var("CARGO_MANIFEST_DIR"))
+        .join("link")
+        .join(format!("{profile}.order"));
+    println!("cargo:rerun-if-changed={}", file.display());
     let lld_default = var("TARGET") == "x86_64-unknown-linux-gnu"
         && rustc_version
             .split('.')
@@ -37,18 +51,12 @@ fn link_order(rustc_version: &str) {
             >= vec![1, 90];
     let linker_chosen = var("CARGO_ENCODED_RUSTFLAGS").contains("link")
         || std::env::vars().any(|(k, _)| k.starts_with("CARGO_TARGET_") && k.ends_with("_LINKER"));
-    let file = std::path::Path::new(&var("CARGO_MANIFEST_DIR")).join("link/outrigger.order");
-    if lld_default
-        && !linker_chosen
-        && var("PROFILE") == "release"
-        && var("OUTRIGGER_LINK_ORDER") != "off"
-        && file.is_file()
-    {
+    if lld_default && !linker_chosen && var("OUTRIGGER_LINK_ORDER") != "off" && file.is_file() {
         println!(
             "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
             file.display()
         );
-        // Names the build does not have (another profile, a changed dependency) are skipped.
+        // Names this build does not have (a changed dependency or toolchain) are skipped.
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
 }

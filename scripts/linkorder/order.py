@@ -13,7 +13,6 @@ a regenerated file diffs by what changed. Stdlib only.
 """
 import bisect, re, sys
 
-out, phases = sys.argv[1], sys.argv[2:]
 # lld's map: VMA, LMA, size, alignment, then the output section at column 49, an input
 # section 8 columns further in, the symbols it defines 16 further.
 NAME_AT = 49
@@ -54,30 +53,34 @@ def text_sections(mapfile):
     return sections
 
 
-maps = {}
-address = re.compile(r"0x([0-9a-f]+)")
+def main(out, phases):
+    maps = {}
+    address = re.compile(r"0x([0-9a-f]+)")
+    seen, order = set(), []
+    for n, phase_spec in enumerate(phases, 1):
+        phase = {}
+        for spec in phase_spec.split(","):
+            trace, mapfile = spec.rsplit("@", 1)
+            if mapfile not in maps:
+                maps[mapfile] = text_sections(mapfile)
+            sections = maps[mapfile]
+            starts = [s[0] for s in sections]
+            with open(trace) as f:
+                for line in f:
+                    for m in address.finditer(line):
+                        a = int(m.group(1), 16)
+                        i = bisect.bisect_right(starts, a) - 1
+                        if i >= 0 and a < sections[i][0] + max(sections[i][1], 1):
+                            phase[sections[i][2]] = sections[i][1]
+        new = sorted(set(phase) - seen)
+        seen |= set(phase)
+        order += new
+        print(f"phase {n}: {len(phase)} functions ({sum(phase.values()) // 1024} KiB), "
+              f"{len(new)} not in an earlier phase", file=sys.stderr)
+    with open(out, "w") as f:
+        f.write("".join(s + "\n" for s in order))
+    print(f"{out}: {len(order)} symbols", file=sys.stderr)
 
-seen, order = set(), []
-for n, phase_spec in enumerate(phases, 1):
-    phase = {}
-    for spec in phase_spec.split(","):
-        trace, mapfile = spec.rsplit("@", 1)
-        if mapfile not in maps:
-            maps[mapfile] = text_sections(mapfile)
-        sections = maps[mapfile]
-        starts = [s[0] for s in sections]
-        with open(trace) as f:
-            for line in f:
-                for m in address.finditer(line):
-                    a = int(m.group(1), 16)
-                    i = bisect.bisect_right(starts, a) - 1
-                    if i >= 0 and a < sections[i][0] + max(sections[i][1], 1):
-                        phase[sections[i][2]] = sections[i][1]
-    new = sorted(set(phase) - seen)
-    seen |= set(phase)
-    order += new
-    print(f"phase {n}: {len(phase)} functions ({sum(phase.values()) // 1024} KiB), "
-          f"{len(new)} not in an earlier phase", file=sys.stderr)
-with open(out, "w") as f:
-    f.write("".join(s + "\n" for s in order))
-print(f"{out}: {len(order)} symbols", file=sys.stderr)
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])

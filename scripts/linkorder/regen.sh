@@ -1,5 +1,5 @@
 #!/bin/sh
-# Regenerates link/outrigger.order: the functions boot and a first turn run, in the order the
+# Regenerates link/release.order: the functions boot and a first turn run, in the order the
 # linker places them (build.rs hands the file to lld). docs/benchmarks.md, "Boot code in one
 # place", says why. Run it after changing what boot or a turn runs, or after a toolchain or
 # dependency bump (symbol names carry hashes that change with them). Needs valgrind, perf
@@ -56,5 +56,5 @@ while [ "$i" -le "${ROUNDS:-8}" ]; do
     break
   fi
 done
-cp "$work/$i.order" link/outrigger.order
-echo "link/outrigger.order: $(wc -l <link/outrigger.order) symbols after $((i - 1)) native rounds"
+cp "$work/$i.order" link/release.order
+echo "link/release.order: $(wc -l <link/release.order) symbols after $((i - 1)) native rounds"

@@ -6,8 +6,8 @@ usage: workload.py boot|work <command...>   (scripts/linkorder/regen.sh runs it)
 `boot`: spawn, wait for ready and for the warm sandbox spares to start (SETTLE seconds), one
 `system.ping`, close stdin; twice, the second time over the store the first one made.
 `work`: once, with what a host does next after the ping: `tool.list`, a sandboxed `bash`
-through `tool.invoke`, and three ten-round turns (`read_file` each round, then text) against
-a fake OpenAI-compatible server on loopback. The command is the sidecar's, prefixed by the
+through `tool.invoke`, three ten-round turns (`read_file` each round, then text) and TURNS
+(100) one-round turns against a fake OpenAI-compatible server on loopback. The command is the sidecar's, prefixed by the
 profiler (`valgrind --tool=callgrind ...`), so every wait is generous. Stdlib only.
 """
 import json, os, subprocess, sys, tempfile, threading, time
@@ -72,6 +72,13 @@ def session(work):
                 "baseUrl": f"http://127.0.0.1:{port}/v1", "apiKey": "k",
                 "chatId": f"c{k}", "streamId": f"s{k}", "cwd": ws,
                 "messages": [{"role": "user", "content": "read notes ten times"}]},
+                until="stream.done")
+        for k in range(7, 7 + int(os.environ.get("TURNS", "100"))):  # one-round turns
+            call(k, "agent.chat.stream", {
+                "provider": "openai_compat", "model": "fake-model",
+                "baseUrl": f"http://127.0.0.1:{port}/v1", "apiKey": "k",
+                "chatId": f"c{k}", "streamId": f"s{k}", "cwd": ws,
+                "messages": [{"role": "user", "content": "hi"}]},
                 until="stream.done")
     p.stdin.close()
     if p.wait() != 0:
