@@ -20,8 +20,8 @@ fn main() {
 }
 
 /// Places the functions boot and a first turn run next to each other (`link/<profile>.order`,
-/// made by scripts/linkorder/regen.sh for release, regen-dist.sh for dist): scattered, they
-/// fault in ~10 MB of the binary at ready; together, ~1.6 MB. Symbol names differ by profile,
+/// made by scripts/linkorder/regen.sh): scattered, they fault in ~10 MB of the binary at
+/// ready; together, ~1.6 MB. Symbol names differ by profile,
 /// so each profile has its own file, found by the name of the profile's output directory
 /// (`<target>/<profile>/build/<pkg>-<hash>/out`). Only where the linker is known to be rustc's
 /// own lld (x86_64 Linux GNU since 1.90, no linker chosen in the flags);

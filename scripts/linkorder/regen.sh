@@ -1,27 +1,32 @@
 #!/bin/sh
-# Regenerates link/release.order: the functions boot and a first turn run, in the order the
-# linker places them (build.rs hands the file to lld). docs/benchmarks.md, "Boot code in one
-# place", says why. Run it after changing what boot or a turn runs, or after a toolchain or
-# dependency bump (symbol names carry hashes that change with them). Needs valgrind, perf
-# and python3; takes a release build (~4 min on 2 cores) and then a few minutes, and the next
-# normal release build rebuilds the library once more.
+# Regenerates link/$PROFILE.order, the functions boot and a first turn run, in the order the
+# linker places them (build.rs hands the file to lld); docs/benchmarks.md, "Boot code in one
+# place", says why. PROFILE=release by default; `PROFILE=dist ROUNDS=0` for what hosts ship,
+# where every relink is a fat-LTO build. Run it after changing what boot or a turn runs, or
+# after a toolchain or dependency bump (symbol names carry hashes that change with them).
+# Needs valgrind, perf and python3; takes a build with a link map (release ~4 min on 2
+# cores, dist ~11) and then a few minutes, and the next normal build rebuilds the library.
 #
 # Callgrind finds the bulk (every instruction run, but under emulation: no pidfd, no sandbox
 # spares, another CPU's feature paths). Then, natively, each relink with the order so far is
 # run under perf's page-fault tracepoint; a fault outside the ordered code names a function
-# the order missed, until a round adds none (or ROUNDS rounds).
+# the order missed, until a round adds none (or ROUNDS rounds, 8 by default).
 set -eu
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d "${TMPDIR:-/tmp}/linkorder.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-bin=$(pwd)/target/release/outrigger
+profile=${PROFILE:-release}
+rounds=${ROUNDS:-8}
+bin=$(pwd)/target/$profile/outrigger
 wl=scripts/linkorder/workload.py
-# The order under test is passed to each link by hand: build.rs's own would come after it on
-# the linker's command line, and the last one wins. (Switching this costs a library rebuild.)
-export OUTRIGGER_LINK_ORDER=off
+if [ "$rounds" -gt 0 ]; then
+  # The order under test is passed to each link by hand: build.rs's own would come after it
+  # on the linker's command line, and the last one wins. (Switching costs a library rebuild.)
+  export OUTRIGGER_LINK_ORDER=off
+fi
 
 link() { # <map> [order]: relinks only the binary when the library is built
-  cargo rustc -q --release --locked --bin outrigger -- -C "link-arg=-Wl,-Map=$1" \
+  cargo rustc -q --profile "$profile" --locked --bin outrigger -- -C "link-arg=-Wl,-Map=$1" \
     ${2:+-C "link-arg=-Wl,--symbol-ordering-file=$2"}
 }
 specs() { # <map> <files...>: "file@map,file@map"
@@ -39,7 +44,7 @@ work_=$(specs "$work/0.map" "$work"/work.*.cg)
 python3 scripts/linkorder/order.py "$work/1.order" "${boot%,}" "${work_%,}"
 
 i=1
-while [ "$i" -le "${ROUNDS:-8}" ]; do
+while [ "$i" -le "$rounds" ]; do
   link "$work/$i.map" "$work/$i.order"
   for phase in boot work; do
     SETTLE=1 perf record -q -o "$work/$phase.$i.data" -e exceptions:page_fault_user \
@@ -56,5 +61,5 @@ while [ "$i" -le "${ROUNDS:-8}" ]; do
     break
   fi
 done
-cp "$work/$i.order" link/release.order
-echo "link/release.order: $(wc -l <link/release.order) symbols after $((i - 1)) native rounds"
+cp "$work/$i.order" "link/$profile.order"
+echo "link/$profile.order: $(wc -l <"link/$profile.order") symbols after $((i - 1)) native rounds"

@@ -7,10 +7,11 @@ usage: workload.py boot|work <command...>   (scripts/linkorder/regen.sh runs it)
 `system.ping`, close stdin; twice, the second time over the store the first one made.
 `work`: once, with what a host does next after the ping: `tool.list`, a sandboxed `bash`
 through `tool.invoke`, three ten-round turns (`read_file` each round, then text) and TURNS
-(100) one-round turns against a fake OpenAI-compatible server on loopback. The command is the sidecar's, prefixed by the
-profiler (`valgrind --tool=callgrind ...`), so every wait is generous. Stdlib only.
+(100) one-round turns against a fake OpenAI-compatible server on loopback. The command is the
+sidecar's, prefixed by the profiler (`valgrind --tool=callgrind ...`), so every wait is
+generous. Stdlib only.
 """
-import json, os, subprocess, sys, tempfile, threading, time
+import atexit, json, os, shutil, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import fake_provider  # noqa: E402
@@ -28,6 +29,7 @@ def respond():
 
 
 home, ws = tempfile.mkdtemp(prefix="oh"), tempfile.mkdtemp(prefix="ow")
+atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in (home, ws)])
 with open(os.path.join(ws, "notes.txt"), "w") as f:
     f.write("alpha\nbeta\n")
 env = dict(os.environ, OUTRIGGER_HOME=home, OUTRIGGER_WORKSPACE_ROOT=ws)
