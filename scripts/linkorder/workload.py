@@ -53,6 +53,16 @@ def call(k, method, params, until=None):
                 sys.exit(f"{method} refused: {r['error']}")
         elif r.get("method") == until:
             done = True
+            if r["params"].get("status", "completed") != "completed":
+                sys.exit(f"{method} ended {r['params']['status']}: {r['params']}")
+
+
+def turn(k, port, content):
+    call(k, "agent.chat.stream", {
+        "provider": "openai_compat", "model": "fake-model",
+        "baseUrl": f"http://127.0.0.1:{port}/v1", "apiKey": "k",
+        "chatId": f"c{k}", "streamId": f"s{k}", "cwd": ws,
+        "messages": [{"role": "user", "content": content}]}, until="stream.done")
 
 
 def session(work):
@@ -69,19 +79,9 @@ def session(work):
                                 "consentGranted": True, "context": {"cwd": ws}})
         for k in range(4, 7):
             left[0] = ROUNDS - 1
-            call(k, "agent.chat.stream", {
-                "provider": "openai_compat", "model": "fake-model",
-                "baseUrl": f"http://127.0.0.1:{port}/v1", "apiKey": "k",
-                "chatId": f"c{k}", "streamId": f"s{k}", "cwd": ws,
-                "messages": [{"role": "user", "content": "read notes ten times"}]},
-                until="stream.done")
+            turn(k, port, "read notes ten times")
         for k in range(7, 7 + int(os.environ.get("TURNS", "100"))):  # one-round turns
-            call(k, "agent.chat.stream", {
-                "provider": "openai_compat", "model": "fake-model",
-                "baseUrl": f"http://127.0.0.1:{port}/v1", "apiKey": "k",
-                "chatId": f"c{k}", "streamId": f"s{k}", "cwd": ws,
-                "messages": [{"role": "user", "content": "hi"}]},
-                until="stream.done")
+            turn(k, port, "hi")
     p.stdin.close()
     if p.wait() != 0:
         sys.exit(f"the sidecar exited with {p.returncode}")
