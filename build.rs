@@ -49,8 +49,10 @@ fn link_order(rustc_version: &str) {
             .map(|n| n.parse::<u32>().unwrap_or(0))
             .collect::<Vec<_>>()
             >= vec![1, 90];
-    let linker_chosen = var("CARGO_ENCODED_RUSTFLAGS").contains("link")
-        || std::env::vars().any(|(k, _)| k.starts_with("CARGO_TARGET_") && k.ends_with("_LINKER"));
+    // A linker set in cargo's config or environment reaches build scripts as RUSTC_LINKER;
+    // one other than lld (GNU ld) would refuse the flag.
+    let linker_chosen =
+        !var("RUSTC_LINKER").is_empty() || var("CARGO_ENCODED_RUSTFLAGS").contains("link");
     if lld_default && !linker_chosen && var("OUTRIGGER_LINK_ORDER") != "off" && file.is_file() {
         println!(
             "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
