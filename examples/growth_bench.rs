@@ -1,4 +1,4 @@
-//! cargo build --release --bin outrigger --example growth_bench && target/release/examples/growth_bench target/release/outrigger
+//! cargo build --release --bin outrigger && cargo build --release --example growth_bench && target/release/examples/growth_bench target/release/outrigger
 //!
 //! Whole-process growth benchmark against a built binary (not a test). Each figure is printed
 //! next to a floor measured in the same run: 10,000 plugin tools (RSS, spawn → ready,

@@ -2,7 +2,7 @@
 //! configured (they start in parallel) against one with none; and the cost of one call of an
 //! MCP tool through `tool.invoke` against a built-in tool's.
 //!
-//! `scripts/mcp-test-servers && cargo build --release --bin outrigger --example mcp_bench &&
+//! `scripts/mcp-test-servers && cargo build --release --bin outrigger && cargo build --release --example mcp_bench &&
 //!  target/release/examples/mcp_bench target/release/outrigger`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 

@@ -1,5 +1,5 @@
 //! `outrigger run` wall time, process start to exit, for a one-round scripted turn (issue 18):
-//!   cargo build --release --bin outrigger --example run_bench
+//!   cargo build --release --bin outrigger && cargo build --release --example run_bench
 //!   target/release/examples/run_bench target/release/outrigger
 //! Reports the median and p90 of 30 runs for each output format, and for a turn with one
 //! `read_file` call (two rounds). Each run has a fresh store, as an eval trial would.

@@ -2,7 +2,7 @@
 //! launcher + interpreter start + protocol), one with a nested `read_file`, and a plain
 //! sandboxed `bash -c true` beside them, all through `tool.invoke`.
 //!
-//! `cargo build --release --bin outrigger --example run_code_bench &&
+//! `cargo build --release --bin outrigger && cargo build --release --example run_code_bench &&
 //!  target/release/examples/run_code_bench target/release/outrigger`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 

@@ -1,7 +1,7 @@
 //! `bash_session` output latency (issue 21): a `write_stdin` echo round trip through
 //! `tool.invoke`, from typing a line into `cat` on the session's terminal to the line coming
 //! back as the command's output (polled with `yieldMs: 0`), and the cost of starting a session.
-//!   cargo build --release --bin outrigger --example session_bench
+//!   cargo build --release --bin outrigger && cargo build --release --example session_bench
 //!   target/release/examples/session_bench target/release/outrigger
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 

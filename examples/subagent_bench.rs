@@ -2,7 +2,7 @@
 //! once, over a plain tool call; and 8 children in parallel against a model server that takes
 //! 50 ms per child request, against 8 × 50 ms.
 //!
-//! `cargo build --release --bin outrigger --example subagent_bench &&
+//! `cargo build --release --bin outrigger && cargo build --release --example subagent_bench &&
 //!  target/release/examples/subagent_bench target/release/outrigger`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 

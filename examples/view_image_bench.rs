@@ -1,6 +1,6 @@
 //! `view_image` of a 4,000 x 3,000 PNG scaled to 1,568 (issue 21): time per call and the
 //! sidecar's peak RSS.
-//!   cargo build --release --bin outrigger --example view_image_bench
+//!   cargo build --release --bin outrigger && cargo build --release --example view_image_bench
 //!   target/release/examples/view_image_bench target/release/outrigger
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 

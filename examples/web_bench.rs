@@ -1,7 +1,7 @@
 //! web_fetch cost (issue 16's benchmark): a 1 MB HTML page from a loopback server, fetched
 //! and turned into Markdown through `tool.invoke`: time per fetch and the sidecar's peak RSS.
 //!
-//! `cargo build --release --bin outrigger --example web_bench &&
+//! `cargo build --release --bin outrigger && cargo build --release --example web_bench &&
 //!  target/release/examples/web_bench target/release/outrigger`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)] // a measuring program: it prints its figures and stops on any failure
 

@@ -2,6 +2,7 @@
 """Executed code -> the linker's symbol order.
 
 usage: order.py <out> <phase>...   (scripts/linkorder/regen.sh runs it)
+       order.py --check <order> <lld map>   (scripts/linkorder/check.sh runs it)
 
 A phase is a comma-separated list of `<trace>@<lld map>`: a trace is any text whose hex
 numbers are addresses the binary executed or faulted on (a callgrind profile written with
@@ -82,5 +83,26 @@ def main(out, phases):
     print(f"{out}: {len(order)} symbols", file=sys.stderr)
 
 
+def check(order_file, mapfile):
+    """How many of the order's names a build has, and where they landed; exit 1 when stale.
+
+    lld skips a name the build lacks without a word (we pass `--no-warn-symbol-ordering`), so a
+    toolchain or dependency bump, or dev-dependency features unified into the build, leaves the
+    code scattered again with nothing failing but RSS."""
+    names = [n.strip() for n in open(order_file) if n.strip()]
+    where = {s[2]: (s[0], s[1]) for s in text_sections(mapfile)}
+    found = [where[n] for n in names if n in where]
+    share = len(found) / max(len(names), 1)
+    print(f"{order_file}: {len(found)} of {len(names)} names in this build ({share:.0%}), "
+          f"{sum(n for _, n in found) // 1024} KiB of code")
+    if share < 0.9:
+        sys.exit("stale: regenerate it with scripts/linkorder/regen.sh, or build the binary "
+                 "in a cargo command of its own (an example or test in the same command "
+                 "changes the dependencies' features, and with them every symbol's hash)")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    if sys.argv[1:2] == ["--check"] and len(sys.argv) == 4:
+        check(sys.argv[2], sys.argv[3])
+    else:
+        main(sys.argv[1], sys.argv[2:])

@@ -3,7 +3,8 @@
 # linker places them (build.rs hands the file to lld); docs/benchmarks.md, "Boot code in one
 # place", says why. PROFILE=release by default; `PROFILE=dist ROUNDS=0` for what hosts ship,
 # where every relink is a fat-LTO build. Run it after changing what boot or a turn runs, or
-# after a toolchain or dependency bump (symbol names carry hashes that change with them).
+# after a toolchain or dependency bump (symbol names carry hashes that change with them);
+# scripts/linkorder/check.sh says whether the file still fits the build.
 # Needs valgrind, perf and python3; takes a build with a link map (release ~4 min on 2
 # cores, dist ~11) and then a few minutes, and the next normal build rebuilds the library.
 #
