@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -252,7 +253,7 @@ async fn run(
 ) {
     if CONTROL_METHODS.contains(&method) {
         let slot = app.requests.control_slot().await;
-        let fut = CatchPanic(handler(
+        let mut fut = CatchPanic(handler(
             app.clone(),
             Call {
                 params,
@@ -260,6 +261,17 @@ async fn run(
                 replier: replier.clone(),
             },
         ));
+        // Most control methods finish on their first poll (a ping, a cancel): answered here,
+        // without a task of their own, whose spawn and worker wake-ups were most of what a
+        // pipelined ping cost. One still pending moves into a task, which polls it again
+        // with a real waker.
+        if let Poll::Ready(result) =
+            Pin::new(&mut fut).poll(&mut Context::from_waker(Waker::noop()))
+        {
+            replier.send(result.unwrap_or_else(|p| Err(panicked(&p))));
+            drop(slot);
+            return;
+        }
         app.lifecycle.spawn(async move {
             let result = fut.await.unwrap_or_else(|p| Err(panicked(&p)));
             replier.send(result);

@@ -64,7 +64,8 @@ pub fn serve<R: Read + Send + 'static>(
             batch.push(Inbound::Eof);
             let _ = batches.blocking_send(batch);
         })?;
-    Ok(async move {
+    let out = app.out.clone();
+    Ok(out.corked(async move {
         while let Some(batch) = batch_rx.recv().await {
             for item in batch {
                 match item {
@@ -79,7 +80,7 @@ pub fn serve<R: Read + Send + 'static>(
         }
         // The reader ended without its EOF marker (it panicked): the input is gone all the same.
         end_of_input(&app);
-    })
+    }))
 }
 
 fn end_of_input(app: &App) {

@@ -2,9 +2,13 @@
 //! one line each, with U+2028/U+2029 escaped (JavaScript line readers split on them), and
 //! the buffer is flushed whenever the queue drains.
 
+use std::cell::Cell;
+use std::future::Future;
 use std::io::Write;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 
 use serde::Serialize;
@@ -78,6 +82,34 @@ impl Shared {
                 let _ = ack.send(());
             }
         }
+    }
+}
+
+thread_local! {
+    /// The writer (`Out::id`) whose wake-ups this thread holds back during a corked poll; 0
+    /// when none.
+    static CORKED: Cell<usize> = const { Cell::new(0) };
+}
+
+/// A corked poll wakes the writer early once this much waits, so a long poll neither holds
+/// answers back nor lets the queue grow far before the writer starts on it.
+const CORK_BYTES: usize = 64 << 10;
+
+/// `Out::corked`'s future.
+pub struct Corked<F> {
+    fut: Pin<Box<F>>,
+    out: Out,
+}
+
+impl<F: Future> Future for Corked<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let outer = CORKED.replace(self.out.id());
+        let result = self.fut.as_mut().poll(cx);
+        CORKED.set(outer);
+        self.out.uncork();
+        result
     }
 }
 
@@ -247,7 +279,34 @@ impl Out {
                 q.buf.extend_from_slice(frame.bytes());
                 q.buf.push(b'\n');
             }
-            std::mem::take(&mut q.sleeping)
+            let held = CORKED.get() == self.id() && q.buf.len() - q.start < CORK_BYTES;
+            !held && std::mem::take(&mut q.sleeping)
+        };
+        if wake {
+            self.shared.wake.notify_one();
+        }
+    }
+
+    fn id(&self) -> usize {
+        Arc::as_ptr(&self.shared) as usize
+    }
+
+    /// Runs `fut` so that frames it sends to this writer from inside a poll wake the writer
+    /// once, when the poll ends (or when `CORK_BYTES` are waiting), not once per frame. For
+    /// the dispatcher: a burst of pipelined pings answered inline woke the writer thread per
+    /// answer, and those wake-ups and the writer's sleeps were a quarter of a ping's CPU.
+    pub fn corked<F: Future>(&self, fut: F) -> Corked<F> {
+        Corked {
+            fut: Box::pin(fut),
+            out: self.clone(),
+        }
+    }
+
+    /// Wakes the writer if frames wait while it sleeps (the end of a corked poll).
+    fn uncork(&self) {
+        let wake = {
+            let mut q = self.shared.lock();
+            q.buf.len() > q.start && std::mem::take(&mut q.sleeping)
         };
         if wake {
             self.shared.wake.notify_one();
@@ -358,6 +417,69 @@ mod tests {
             want.push(b'\n');
         }
         assert!(*sink.0.lock().unwrap() == want);
+    }
+
+    /// A sink that records each `write` call.
+    #[derive(Clone, Default)]
+    struct Writes(Arc<Mutex<Vec<Vec<u8>>>>);
+
+    impl Write for Writes {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().push(b.to_vec());
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn writer_asleep(out: &Out) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !out.shared.lock().sleeping {
+            assert!(std::time::Instant::now() < deadline, "writer never slept");
+            std::thread::yield_now();
+        }
+    }
+
+    /// Frames sent during one corked poll reach the sink in one write, after the poll; past
+    /// `CORK_BYTES` the writer is woken within the poll.
+    #[tokio::test]
+    async fn a_corked_poll_wakes_the_writer_once() {
+        let sink = Writes::default();
+        let (out, _thread) = Out::start(sink.clone());
+        writer_asleep(&out);
+        let o = out.clone();
+        let seen = sink.clone();
+        out.corked(async move {
+            for n in 0..3 {
+                o.send_bytes(format!("{{\"n\":{n}}}").into_bytes());
+            }
+            // Held: the writer sleeps through the poll (it would have written by now).
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            assert!(seen.0.lock().unwrap().is_empty());
+        })
+        .await;
+        out.flush().await;
+        assert_eq!(
+            *sink.0.lock().unwrap(),
+            vec![b"{\"n\":0}\n{\"n\":1}\n{\"n\":2}\n".to_vec()]
+        );
+
+        writer_asleep(&out);
+        let o = out.clone();
+        let seen = sink.clone();
+        out.corked(async move {
+            o.send_bytes(vec![b'1'; CORK_BYTES]);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while seen.0.lock().unwrap().len() < 2 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "never written in the poll"
+                );
+                std::thread::yield_now();
+            }
+        })
+        .await;
     }
 
     /// Results framed in their own buffers (the head in the reserved room, or copied when the
