@@ -6,45 +6,72 @@
 //! deep clone. The text is written into responses as it is; the few readers that need the
 //! tree (validator compile, schema checks) parse it once on demand.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 #[derive(Clone)]
-pub struct Schema(Arc<RawValue>);
+pub struct Schema(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Text(Arc<RawValue>),
+    /// Made on first use: the built-in file tools' schemas come from `schemars`, which was
+    /// ~6 % of a bare boot's CPU for text no request before the first `tool.list` or turn reads.
+    Lazy(Arc<Lazy>),
+}
+
+struct Lazy {
+    text: OnceLock<Arc<RawValue>>,
+    make: fn() -> Value,
+}
 
 impl Schema {
     /// The compact text of `value`.
     pub fn from_value(value: &Value) -> Schema {
-        // Serialised straight into a `RawValue`: `from_string` would parse the text again to
-        // check it (a fifth of a 10,000-tool boot's manifest checks). Serialising a `Value`
-        // cannot fail (string keys only); `{}` is the fallback shape.
-        match serde_json::value::to_raw_value(value) {
-            Ok(raw) => Schema(Arc::from(raw)),
-            Err(_) => Schema::empty_object(),
-        }
+        Schema(Repr::Text(raw_text(value)))
     }
 
-    fn empty_object() -> Schema {
-        let raw = RawValue::from_string("{}".into()).unwrap_or_else(|_| Box::default());
-        Schema(Arc::from(raw))
+    /// The text of what `make` returns, made the first time it is read.
+    pub fn lazy(make: fn() -> Value) -> Schema {
+        Schema(Repr::Lazy(Arc::new(Lazy {
+            text: OnceLock::new(),
+            make,
+        })))
     }
 
     /// The schema as a tree, parsed from the text.
     pub fn value(&self) -> Value {
-        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
+        serde_json::from_str(self.text()).unwrap_or(Value::Null)
     }
 
     pub fn text(&self) -> &str {
-        self.0.get()
+        self.raw().get()
+    }
+
+    fn raw(&self) -> &RawValue {
+        match &self.0 {
+            Repr::Text(raw) => raw,
+            Repr::Lazy(lazy) => lazy.text.get_or_init(|| raw_text(&(lazy.make)())),
+        }
+    }
+}
+
+fn raw_text(value: &Value) -> Arc<RawValue> {
+    // Serialised straight into a `RawValue`: `from_string` would parse the text again to
+    // check it (a fifth of a 10,000-tool boot's manifest checks). Serialising a `Value` cannot
+    // fail (string keys only); `{}` is the fallback shape.
+    match serde_json::value::to_raw_value(value) {
+        Ok(raw) => Arc::from(raw),
+        Err(_) => Arc::from(RawValue::from_string("{}".into()).unwrap_or_else(|_| Box::default())),
     }
 }
 
 impl Serialize for Schema {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(s)
+        self.raw().serialize(s)
     }
 }
 
@@ -89,6 +116,32 @@ impl schemars::JsonSchema for Schema {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    fn city() -> Value {
+        MADE.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        json!({"type": "object", "properties": {"city": {"type": "string"}}})
+    }
+
+    /// A lazy schema is made on its first read, once for all its clones, and reads, serializes
+    /// and compares like the same schema made at once.
+    #[test]
+    fn a_lazy_schema_is_made_once_on_first_read() {
+        let lazy = Schema::lazy(city);
+        let copy = lazy.clone();
+        assert_eq!(MADE.load(std::sync::atomic::Ordering::SeqCst), 0);
+        let eager = Schema::from_value(&city());
+        assert_eq!(MADE.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(copy.text(), eager.text());
+        assert_eq!(lazy.value(), eager.value());
+        assert_eq!(
+            serde_json::to_string(&lazy).unwrap(),
+            serde_json::to_string(&eager).unwrap()
+        );
+        assert!(lazy == eager);
+        assert_eq!(MADE.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
 
     #[test]
     fn text_round_trips_and_serialises_verbatim() {

@@ -22,6 +22,7 @@ use serde_json::{Map, Value};
 
 use crate::config::Settings;
 use crate::tools::router::{Registration, Router};
+use crate::tools::schema::Schema;
 use crate::tools::{ToolContext, ToolFuture, ToolMode, ToolResult};
 use paths::Workspace;
 use state::ReadState;
@@ -178,6 +179,9 @@ where
     }
     fn parameters(&self) -> Value {
         schema_of::<A>()
+    }
+    fn schema(&self) -> Schema {
+        Schema::lazy(schema_of::<A>)
     }
     fn mode(&self) -> ToolMode {
         self.mode
