@@ -84,7 +84,7 @@ def main(out, phases):
 
 
 def check(order_file, mapfile):
-    """How many of the order's names a build has, and where they landed; exit 1 when stale.
+    """How many of the order's names a build has (and their code); exit 1 when stale.
 
     lld skips a name the build lacks without a word (we pass `--no-warn-symbol-ordering`), so a
     toolchain or dependency bump, or dev-dependency features unified into the build, leaves the
