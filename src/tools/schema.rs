@@ -34,6 +34,11 @@ impl Schema {
         Schema(Repr::Text(raw_text(value)))
     }
 
+    /// A schema already held as JSON text (a checked manifest read back from its cache).
+    pub fn from_raw(raw: Box<RawValue>) -> Schema {
+        Schema(Repr::Text(Arc::from(raw)))
+    }
+
     /// The text of what `make` returns, made the first time it is read.
     pub fn lazy(make: fn() -> Value) -> Schema {
         Schema(Repr::Lazy(Arc::new(Lazy {
@@ -51,7 +56,7 @@ impl Schema {
         self.raw().get()
     }
 
-    fn raw(&self) -> &RawValue {
+    pub fn raw(&self) -> &RawValue {
         match &self.0 {
             Repr::Text(raw) => raw,
             Repr::Lazy(lazy) => lazy.text.get_or_init(|| raw_text(&(lazy.make)())),

@@ -1333,3 +1333,144 @@ fn stdin_eof_kills_a_running_plugin() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Checked manifests kept between boots (`<home>/cache/plugins/`)
+// ---------------------------------------------------------------------------------------------
+
+/// One boot that answers a `tool.list` and exits: the listed rows by name, or the stderr of a
+/// boot that failed.
+fn boot_and_list(home: &Path, p: &Plugins) -> Result<Vec<Value>, String> {
+    let dir = p.path().display().to_string();
+    let env = [
+        ("OUTRIGGER_PLUGIN_DIR", dir.as_str()),
+        ("OUTRIGGER_SANDBOX_WRITABLE_ROOTS", dir.as_str()),
+    ];
+    let req = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tool.list\"}\n";
+    let (status, out, err) = common::run_once(home, &[], &env, req);
+    if status.code() != Some(0) {
+        return Err(err);
+    }
+    let reply = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["id"] == 1)
+        .unwrap_or_else(|| panic!("no tool.list answer: {out}"));
+    Ok(reply["result"].as_array().cloned().unwrap_or_default())
+}
+
+fn described(rows: &[Value], name: &str) -> Option<String> {
+    rows.iter()
+        .find(|r| r["function"]["name"] == name)
+        .and_then(|r| r["function"]["description"].as_str().map(str::to_owned))
+}
+
+/// The cache's entries by file name, with their modification times.
+fn cache_entries(home: &Path) -> std::collections::BTreeMap<String, std::time::SystemTime> {
+    let root = home.join("cache").join("plugins");
+    let mut entries = std::collections::BTreeMap::new();
+    for dir in fs::read_dir(&root).into_iter().flatten().flatten() {
+        for e in fs::read_dir(dir.path()).into_iter().flatten().flatten() {
+            let modified = e.metadata().unwrap().modified().unwrap();
+            entries.insert(e.file_name().to_string_lossy().into_owned(), modified);
+        }
+    }
+    entries
+}
+
+fn entry_names(home: &Path) -> BTreeSet<String> {
+    cache_entries(home).into_keys().collect()
+}
+
+#[test]
+fn a_cached_manifest_follows_every_edit_and_its_executable() {
+    let home = tempfile::tempdir().unwrap();
+    let p = Plugins::new();
+    p.script("ok", r#"echo '{"ok": true, "result": null}'"#);
+    let params =
+        "parameters = '''{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}'''";
+    p.manifest(
+        "weather.toml",
+        &tool("forecast", "First words", "ok", "10s", params),
+    );
+    p.manifest("extra.toml", &tool("extra_tool", "Extra", "ok", "10s", ""));
+
+    let first = boot_and_list(home.path(), &p).unwrap();
+    assert_eq!(
+        described(&first, "forecast").as_deref(),
+        Some("First words")
+    );
+    assert_eq!(
+        entry_names(home.path()),
+        BTreeSet::from([
+            "extra.toml.json".to_string(),
+            "weather.toml.json".to_string()
+        ]),
+        "each manifest checked once is kept"
+    );
+    // From the cache: the same rows, and the entries read, not written again.
+    let written = cache_entries(home.path());
+    let second = boot_and_list(home.path(), &p).unwrap();
+    assert_eq!(first, second);
+    assert_eq!(
+        cache_entries(home.path()),
+        written,
+        "a hit rewrites nothing"
+    );
+
+    // An edit of the same length (so size and maybe mtime agree) is still seen.
+    p.manifest(
+        "weather.toml",
+        &tool("forecast", "Other words", "ok", "10s", params),
+    );
+    let edited = boot_and_list(home.path(), &p).unwrap();
+    assert_eq!(
+        described(&edited, "forecast").as_deref(),
+        Some("Other words")
+    );
+
+    // A removed manifest's tools go, and so does its entry.
+    fs::remove_file(p.path().join("extra.toml")).unwrap();
+    let fewer = boot_and_list(home.path(), &p).unwrap();
+    assert!(described(&fewer, "extra_tool").is_none());
+    assert_eq!(
+        entry_names(home.path()),
+        BTreeSet::from(["weather.toml.json".to_string()])
+    );
+
+    // The executable is checked on every boot: gone, the boot fails as it would uncached.
+    fs::remove_file(p.path().join("bin/ok")).unwrap();
+    let err = boot_and_list(home.path(), &p).unwrap_err();
+    assert!(
+        err.contains("weather.toml") && err.contains("exec") && err.contains("does not exist"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_damaged_cache_entry_is_parsed_again_and_rewritten() {
+    let home = tempfile::tempdir().unwrap();
+    let p = Plugins::new();
+    p.script("ok", r#"echo '{"ok": true, "result": null}'"#);
+    p.manifest(
+        "weather.toml",
+        &tool("forecast", "Forecast", "ok", "10s", ""),
+    );
+    let first = boot_and_list(home.path(), &p).unwrap();
+    let root = home.path().join("cache").join("plugins");
+    let entry = fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path()
+        .join("weather.toml.json");
+    let good = fs::read_to_string(&entry).unwrap();
+    // A tool the manifest does not declare, written into the entry by hand, never loads.
+    fs::write(&entry, good.replace("\"forecast\"", "\"not a name!\"")).unwrap();
+    assert_eq!(boot_and_list(home.path(), &p).unwrap(), first);
+    assert_eq!(fs::read_to_string(&entry).unwrap(), good, "rewritten whole");
+    fs::write(&entry, &good[..good.len() / 3]).unwrap();
+    assert_eq!(boot_and_list(home.path(), &p).unwrap(), first);
+    assert_eq!(fs::read_to_string(&entry).unwrap(), good);
+}

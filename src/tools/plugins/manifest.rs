@@ -109,14 +109,16 @@ struct RawTool {
 /// without deleting it) are skipped, as are other extensions and subdirectories. The first bad
 /// manifest fails the whole load: an installed tool must not silently disappear.
 pub fn load_dir(dir: &Path) -> Result<Vec<PluginManifest>, PluginError> {
-    let loaded = load_dir_then(dir, &|_| ())?;
+    let loaded = load_dir_then(dir, None, &|_| ())?;
     Ok(loaded.into_iter().map(|(m, ())| m).collect())
 }
 
 /// [`load_dir`], also running `then` on each manifest on the parser thread that read it
 /// (the registry builds its router entries there instead of after, on one thread).
+/// `cache_root`: where checked manifests are kept between boots (see [`cache`]).
 pub fn load_dir_then<T: Send>(
     dir: &Path,
+    cache_root: Option<&Path>,
     then: &(dyn Fn(&PluginManifest) -> T + Sync),
 ) -> Result<Vec<(PluginManifest, T)>, PluginError> {
     let meta = match std::fs::metadata(dir) {
@@ -165,10 +167,11 @@ pub fn load_dir_then<T: Send>(
     files.sort();
 
     let paths: Vec<PathBuf> = files.into_iter().map(|(_, p)| p).collect();
+    let cache = cache_root.and_then(|root| cache::Cache::for_dir(root, dir));
     let mut seen: HashMap<String, PathBuf> = HashMap::new();
     let mut out = Vec::with_capacity(paths.len());
     // Results come back in file order, so the first bad manifest is still the one reported.
-    for loaded in load_files(&paths, then) {
+    for loaded in load_files(&paths, cache.as_ref(), then) {
         let (manifest, extra) = loaded?;
         if let Some(first) = seen.get(&manifest.name) {
             return Err(PluginError::DuplicatePlugin {
@@ -180,6 +183,10 @@ pub fn load_dir_then<T: Send>(
         seen.insert(manifest.name.clone(), manifest.path.clone());
         out.push((manifest, extra));
     }
+    if let Some(cache) = &cache {
+        let kept: Vec<&Path> = out.iter().map(|(m, _)| m.path.as_path()).collect();
+        cache.prune(&kept);
+    }
     Ok(out)
 }
 
@@ -187,10 +194,11 @@ pub fn load_dir_then<T: Send>(
 /// are CPU work: 10,000 tools took ~300 ms on one core), results in input order.
 fn load_files<T: Send>(
     paths: &[PathBuf],
+    cache: Option<&cache::Cache>,
     then: &(dyn Fn(&PluginManifest) -> T + Sync),
 ) -> Vec<Result<(PluginManifest, T), PluginError>> {
     let one = |p: &PathBuf| {
-        load_file(p).map(|m| {
+        load_file_with(p, cache).map(|m| {
             let extra = then(&m);
             (m, extra)
         })
@@ -229,13 +237,32 @@ fn load_files<T: Send>(
 
 /// Loads and validates one manifest file.
 pub fn load_file(path: &Path) -> Result<PluginManifest, PluginError> {
+    load_file_with(path, None)
+}
+
+/// [`load_file`], through `cache` when there is one: a hit skips the parse and the checks.
+fn load_file_with(
+    path: &Path,
+    cache: Option<&cache::Cache>,
+) -> Result<PluginManifest, PluginError> {
     // Absolute first, so `path` and every resolved `exec` stay valid whatever the cwd later is.
     let path = std::path::absolute(path).map_err(|e| PluginError::Read {
         path: path.to_path_buf(),
         msg: format!("cannot resolve the path: {e}"),
     })?;
-    let text = read_bounded(&path)?;
-    parse_str(&text, path)
+    let bytes = read_bounded(&path)?;
+    let Some(cache) = cache else {
+        return parse_str(&utf8(bytes, &path)?, path);
+    };
+    // Keyed by the bytes: an entry was only written for a text that parsed, so a hit skips
+    // the UTF-8 check too.
+    let sha256 = cache::digest(&bytes);
+    if let Some(hit) = cache.get(&path, &sha256) {
+        return Ok(hit);
+    }
+    let manifest = parse_str(&utf8(bytes, &path)?, path)?;
+    cache.put(&manifest, &sha256);
+    Ok(manifest)
 }
 
 /// Parses and validates manifest text as if read from `path` (absolute: it names the file in
@@ -249,7 +276,7 @@ pub fn parse_str(text: &str, path: PathBuf) -> Result<PluginManifest, PluginErro
     validate(raw, path)
 }
 
-fn read_bounded(path: &Path) -> Result<String, PluginError> {
+fn read_bounded(path: &Path) -> Result<Vec<u8>, PluginError> {
     let read_err = |e: std::io::Error| PluginError::Read {
         path: path.to_path_buf(),
         msg: format!("cannot read it: {e}"),
@@ -268,6 +295,10 @@ fn read_bounded(path: &Path) -> Result<String, PluginError> {
             ),
         });
     }
+    Ok(bytes)
+}
+
+fn utf8(bytes: Vec<u8>, path: &Path) -> Result<String, PluginError> {
     String::from_utf8(bytes).map_err(|e| PluginError::Read {
         path: path.to_path_buf(),
         msg: format!(
@@ -657,6 +688,7 @@ fn check_schema(schema: &Value) -> Result<(), String> {
     }
 }
 
+pub mod cache;
 mod plain_schema;
 mod toml_json;
 

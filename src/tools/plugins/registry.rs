@@ -155,13 +155,19 @@ impl PluginRegistry {
     }
 
     /// Loads every manifest of `dir` and registers its tools. `required`: a missing directory
-    /// is an error (an explicitly configured one); otherwise it is skipped.
-    pub fn load_dir(&self, dir: &Path, required: bool) -> Result<(), PluginOpError> {
+    /// is an error (an explicitly configured one); otherwise it is skipped. `cache_root`: where
+    /// checked manifests are kept between boots.
+    pub fn load_dir(
+        &self,
+        dir: &Path,
+        required: bool,
+        cache_root: Option<&Path>,
+    ) -> Result<(), PluginOpError> {
         if !required && !dir.exists() {
             return Ok(());
         }
         let build = |m: &PluginManifest| Router::build(self.registrations(m));
-        for (manifest, built) in load_dir_then(dir, &build)? {
+        for (manifest, built) in load_dir_then(dir, cache_root, &build)? {
             self.add(manifest, built)?;
         }
         Ok(())
@@ -169,13 +175,16 @@ impl PluginRegistry {
 
     /// Loads the configured plugin directories: `OUTRIGGER_PLUGIN_DIR` (must exist when set)
     /// and `<home>/plugins/` (optional). The same directory named both ways loads once.
+    /// Checked manifests are kept in `<home>/cache/plugins/`.
     pub fn load_configured(&self, home: &Path) -> Result<(), PluginOpError> {
         let home_dir = home.join("plugins");
+        let cache = home.join("cache").join("plugins");
+        let cache = Some(cache.as_path());
         let explicit = std::env::var_os("OUTRIGGER_PLUGIN_DIR")
             .filter(|d| !d.is_empty())
             .map(PathBuf::from);
         if let Some(dir) = &explicit {
-            self.load_dir(dir, true)?;
+            self.load_dir(dir, true, cache)?;
         }
         let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
             (Ok(x), Ok(y)) => x == y,
@@ -184,7 +193,7 @@ impl PluginRegistry {
         if explicit.as_deref().is_some_and(|d| same(d, &home_dir)) {
             return Ok(());
         }
-        self.load_dir(&home_dir, false)
+        self.load_dir(&home_dir, false, cache)
     }
 
     /// Registers a loaded manifest's tools (`built` from [`Router::build`]).
