@@ -803,6 +803,13 @@ fn main() {
         let mut lat = Vec::new();
         let mut n_tools = 0;
         let mut list_bytes = 0;
+        // The first boot parses every manifest and writes the cache (<home>/cache/plugins);
+        // the rest read it, as every boot after an install does.
+        let cold = {
+            let (s, d) = Sidecar::spawn(&bin, home.path(), ws.path(), &[], "plugins-cold");
+            s.close();
+            d
+        };
         for i in 0..PLUGIN_SPAWNS {
             let (mut s, d) = Sidecar::spawn(&bin, home.path(), ws.path(), &[], "plugins");
             ready.push(d);
@@ -863,11 +870,18 @@ fn main() {
             "flat",
         ));
         rows.push(row(
-            "spawn → ready, 10,000 plugin tools (median of 5)",
+            "spawn → ready, 10,000 plugin tools (median of 5, manifests cached)",
             format!("{} (bare boot)", f_ms(bare_ready)),
             f_ms(median(&ready)),
             diff_ms(median(&ready), bare_ready),
             "≤ 60 ms",
+        ));
+        rows.push(row(
+            "same, first boot (every manifest parsed, the cache written)",
+            format!("{} (bare boot)", f_ms(bare_ready)),
+            f_ms(cold),
+            diff_ms(cold, bare_ready),
+            "",
         ));
         rows.push(row(
             "tool.list latency, 10,000 tools (median of 10)",
