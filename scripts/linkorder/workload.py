@@ -7,9 +7,10 @@ usage: workload.py boot|work <command...>   (scripts/linkorder/regen.sh runs it)
 `system.ping`, close stdin; twice, the second time over the store the first one made.
 `work`: once, with what a host does next after the ping: `tool.list`, a sandboxed `bash`
 through `tool.invoke`, three ten-round turns (`read_file` each round, then text) and TURNS
-(100) one-round turns against a fake OpenAI-compatible server on loopback. The command is the
-sidecar's, prefixed by the profiler (`valgrind --tool=callgrind ...`), so every wait is
-generous. Stdlib only.
+(100) one-round turns against a fake OpenAI-compatible server on loopback; then two boots with
+a plugin manifest (the first parses it and writes its cache entry, the second reads it). The
+command is the sidecar's, prefixed by the profiler (`valgrind --tool=callgrind ...`), so every
+wait is generous. Stdlib only.
 """
 import atexit, json, os, shutil, subprocess, sys, tempfile, threading, time
 
@@ -65,9 +66,10 @@ def turn(k, port, content):
         "messages": [{"role": "user", "content": content}]}, until="stream.done")
 
 
-def session(work):
+def session(work, extra_env=None):
     global p
-    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ws, env=env)
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ws,
+                         env=dict(env, **(extra_env or {})))
     if json.loads(p.stdout.readline()).get("method") != "lifecycle.ready":
         sys.exit("no lifecycle.ready")
     time.sleep(float(os.environ.get("SETTLE", "8")))  # the spares start after ready
@@ -87,5 +89,25 @@ def session(work):
         sys.exit(f"the sidecar exited with {p.returncode}")
 
 
+def plugin_dir():
+    d = tempfile.mkdtemp(prefix="op")
+    atexit.register(lambda: shutil.rmtree(d, ignore_errors=True))
+    exe = os.path.join(d, "tool.sh")
+    with open(exe, "w") as f:
+        f.write("#!/bin/sh\ncat >/dev/null\necho '{\"ok\":true,\"result\":null}'\n")
+    os.chmod(exe, 0o755)
+    schema = '{"type":"object","properties":{"query":{"type":"string"}}}'
+    with open(os.path.join(d, "suite.toml"), "w") as f:
+        for n in range(3):
+            f.write(f'[[tools]]\nname = "list_rows_{n}"\ndescription = "Rows {n}"\n'
+                    f'exec = "tool.sh"\ntimeout = "30s"\nmode = "read"\n'
+                    f"parameters = '''{schema}'''\n\n")
+    return {"OUTRIGGER_PLUGIN_DIR": d}
+
+
 for work in ([False, False] if phase == "boot" else [True]):
     session(work)
+if phase != "boot":
+    plugins = plugin_dir()
+    session(False, plugins)  # parses the manifest, writes the cache entry
+    session(False, plugins)  # reads it back
