@@ -27,6 +27,8 @@ use crate::tools::Schema;
 const FORMAT: u32 = 1;
 /// Largest entry read: a manifest's checked form is about its own size.
 const MAX_ENTRY_BYTES: u64 = 4 * MAX_MANIFEST_BYTES;
+/// A temp file this old is a killed writer's, not a concurrent boot's.
+const STALE_TEMP: Duration = Duration::from_secs(60);
 
 /// The cache of one plugin directory's manifests.
 pub struct Cache {
@@ -108,19 +110,24 @@ impl Cache {
         for t in entry.tools {
             // What `validate` guarantees, checked again cheaply: an entry edited by hand or
             // cut short must not bring in a tool the manifest could not.
+            // The schema is written into replies as it is: a line break in it (only possible
+            // between tokens) would split a frame.
+            let params = t.parameters.get();
             let sane = crate::tools::valid_tool_name(&t.name)
                 && names.insert(t.name.to_string())
                 && !t.description.trim().is_empty()
-                && t.parameters.get().starts_with('{')
+                && params.starts_with('{')
+                && memchr::memchr2(b'\n', b'\r', params.as_bytes()).is_none()
                 && t.timeout_ms > 0
                 && Duration::from_millis(t.timeout_ms) <= MAX_TIMEOUT
                 && t.mode.as_deref().is_none_or(|m| MODES.contains(&m))
                 && t.exposure.as_deref().is_none_or(|x| EXPOSURES.contains(&x))
                 && Path::new(t.exec.as_ref()).is_absolute();
-            let exec_ok = *runnable
-                .entry(t.exec.to_string())
-                .or_insert_with_key(|e| is_runnable(Path::new(e)));
-            if !sane || !exec_ok {
+            if !sane
+                || !*runnable
+                    .entry(t.exec.to_string())
+                    .or_insert_with_key(|e| is_runnable(Path::new(e)))
+            {
                 return None;
             }
             tools.push(Arc::new(PluginToolSpec {
@@ -198,8 +205,9 @@ impl Cache {
         }
     }
 
-    /// Removes the entries of manifests that are no longer in the directory (`kept`: the file
-    /// names loaded), so the cache stays the size of what is installed.
+    /// Removes the entries of manifests that are no longer in the directory (`kept`: the
+    /// manifests loaded), so the cache stays the size of what is installed, and temp files a
+    /// killed writer left (older than a minute, so a concurrent boot's are spared).
     pub fn prune(&self, kept: &[&Path]) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
@@ -207,9 +215,17 @@ impl Cache {
         let keep: HashSet<PathBuf> = kept.iter().filter_map(|p| self.entry_path(p)).collect();
         for e in entries.flatten() {
             let path = e.path();
-            let ours = path.extension().is_some_and(|x| x == "json")
-                && !e.file_name().to_string_lossy().starts_with('.');
-            if ours && !keep.contains(&path) {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let stale = if name.starts_with('.') {
+                name.ends_with(".tmp")
+                    && e.metadata()
+                        .and_then(|m| m.modified())
+                        .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STALE_TEMP))
+            } else {
+                name.ends_with(".json") && !keep.contains(&path)
+            };
+            if stale {
                 let _ = std::fs::remove_file(&path);
             }
         }

@@ -109,6 +109,8 @@ fn a_cut_or_doctored_entry_misses() {
         ("\"timeout_ms\":2000", "\"timeout_ms\":600001"),
         ("\"mode\":\"read\"", "\"mode\":\"root\""),
         ("\"exposure\":\"deferred\"", "\"exposure\":\"secret\""),
+        // Valid JSON, but a line break written into a reply would split its frame.
+        ("{\"properties\"", "{\n\"properties\""),
     ] {
         assert!(text.contains(from), "{from} not in {text}");
         fs::write(&entry, text.replacen(from, to, 1)).unwrap();
@@ -128,9 +130,23 @@ fn prune_keeps_only_the_manifests_loaded() {
     other.path = gone.clone();
     f.cache.put(&other, &sha);
     assert!(f.cache.entry_path(&gone).unwrap().exists());
+    // A killed writer's temp file goes once it is old; a fresh one may be a live boot's.
+    let old_temp = f.cache.dir.join(".gone.toml.json.1.tmp");
+    let new_temp = f.cache.dir.join(".gone.toml.json.2.tmp");
+    fs::write(&old_temp, "{").unwrap();
+    fs::write(&new_temp, "{").unwrap();
+    let long_ago = std::time::SystemTime::now() - 2 * STALE_TEMP;
+    fs::File::options()
+        .write(true)
+        .open(&old_temp)
+        .unwrap()
+        .set_modified(long_ago)
+        .unwrap();
     f.cache.prune(&[m.path.as_path()]);
     assert!(!f.cache.entry_path(&gone).unwrap().exists());
     assert!(f.cache.get(&m.path, &sha).is_some());
+    assert!(!old_temp.exists());
+    assert!(new_temp.exists());
 }
 
 #[test]
