@@ -282,11 +282,7 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, PluginError> {
         msg: format!("cannot read it: {e}"),
     };
     let file = std::fs::File::open(path).map_err(read_err)?;
-    let mut bytes = Vec::new();
-    // `take` rather than trusting the size in metadata: the file may grow while we read.
-    file.take(MAX_MANIFEST_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_err)?;
+    let bytes = read_capped(file, MAX_MANIFEST_BYTES).map_err(read_err)?;
     if bytes.len() as u64 > MAX_MANIFEST_BYTES {
         return Err(PluginError::Read {
             path: path.to_path_buf(),
@@ -295,6 +291,14 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, PluginError> {
             ),
         });
     }
+    Ok(bytes)
+}
+
+/// At most `max + 1` bytes of `file`: one more than allowed, so the caller can tell "too
+/// large". `take` rather than trusting the size in metadata: the file may grow while it is read.
+fn read_capped(file: std::fs::File, max: u64) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 

@@ -10,8 +10,6 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -20,7 +18,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use super::{EXPOSURES, MAX_MANIFEST_BYTES, MAX_TIMEOUT, MODES, PluginManifest, PluginToolSpec};
+use super::{
+    EXPOSURES, MAX_MANIFEST_BYTES, MAX_TIMEOUT, MAX_TOOLS_PER_MANIFEST, MODES, PluginManifest,
+    PluginToolSpec, resolve_exec,
+};
 use crate::tools::Schema;
 
 /// Bumped when the entry's shape or meaning changes (the build stamp covers code changes).
@@ -89,10 +90,7 @@ impl Cache {
     /// executables are still runnable files.
     pub fn get(&self, path: &Path, sha256: &str) -> Option<PluginManifest> {
         let file = std::fs::File::open(self.entry_path(path)?).ok()?;
-        let mut bytes = Vec::new();
-        file.take(MAX_ENTRY_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .ok()?;
+        let bytes = super::read_capped(file, MAX_ENTRY_BYTES).ok()?;
         if bytes.len() as u64 > MAX_ENTRY_BYTES {
             return None;
         }
@@ -101,7 +99,7 @@ impl Cache {
             && entry.build == self.build
             && Some(entry.path.as_ref()) == path.to_str()
             && entry.sha256 == sha256;
-        if !fresh {
+        if !fresh || entry.tools.len() > MAX_TOOLS_PER_MANIFEST {
             return None;
         }
         let mut names = HashSet::new();
@@ -109,9 +107,9 @@ impl Cache {
         let mut tools = Vec::with_capacity(entry.tools.len());
         for t in entry.tools {
             // What `validate` guarantees, checked again cheaply: an entry edited by hand or
-            // cut short must not bring in a tool the manifest could not.
-            // The schema is written into replies as it is: a line break in it (only possible
-            // between tokens) would split a frame.
+            // cut short must not bring in a tool the manifest could not. The schema is written
+            // into replies as it is, so a line break in it (only possible between tokens)
+            // would split a frame.
             let params = t.parameters.get();
             let sane = crate::tools::valid_tool_name(&t.name)
                 && names.insert(t.name.to_string())
@@ -126,7 +124,7 @@ impl Cache {
             if !sane
                 || !*runnable
                     .entry(t.exec.to_string())
-                    .or_insert_with_key(|e| is_runnable(Path::new(e)))
+                    .or_insert_with_key(|e| resolve_exec(e, Path::new("/")).is_ok())
             {
                 return None;
             }
@@ -230,11 +228,6 @@ impl Cache {
             }
         }
     }
-}
-
-/// Same test as `resolve_exec`'s success: a file with an execute bit.
-fn is_runnable(exec: &Path) -> bool {
-    std::fs::metadata(exec).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// This executable's identity (version, size, modification time): an entry written by any

@@ -3,6 +3,7 @@
 use super::super::parse_str;
 use super::*;
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 
 struct Fixture {
     _dir: tempfile::TempDir,
