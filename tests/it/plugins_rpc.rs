@@ -1338,7 +1338,7 @@ fn stdin_eof_kills_a_running_plugin() {
 // Checked manifests kept between boots (`<home>/cache/plugins/`)
 // ---------------------------------------------------------------------------------------------
 
-/// One boot that answers a `tool.list` and exits: the listed rows by name, or the stderr of a
+/// One boot that answers a `tool.list` and exits: the listed rows, or the stderr of a
 /// boot that failed.
 fn boot_and_list(home: &Path, p: &Plugins) -> Result<Vec<Value>, String> {
     let dir = p.path().display().to_string();
