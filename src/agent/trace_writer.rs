@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::trace::SpanRef;
 use crate::store::{Store, TraceWrite};
 
 /// How long a started trace or a finished span may wait to be committed.
@@ -24,8 +25,14 @@ const INLINE_WRITES: usize = 16;
 pub type Finished = Result<(String, usize), String>;
 
 struct Job {
-    write: TraceWrite,
+    write: Queued,
     done: Option<tokio::sync::oneshot::Sender<Finished>>,
+}
+
+/// A queued write: as built, or a finished span serialised only if its batch needs it.
+enum Queued {
+    Write(TraceWrite),
+    Span(SpanRef),
 }
 
 pub struct Writer {
@@ -53,6 +60,16 @@ impl Writer {
 
     /// Queues a trace's start or a finished span, committed within `FLUSH_DELAY`.
     pub fn queue(self: &Arc<Self>, write: TraceWrite) {
+        self.push_delayed(Queued::Write(write));
+    }
+
+    /// Queues a finished span, committed within `FLUSH_DELAY` unless its trace finishes
+    /// first (its whole body replaces it).
+    pub fn queue_span(self: &Arc<Self>, span: SpanRef) {
+        self.push_delayed(Queued::Span(span));
+    }
+
+    fn push_delayed(self: &Arc<Self>, write: Queued) {
         lock(&self.queue).push(Job { write, done: None });
         if !self.scheduled.swap(true, Ordering::AcqRel) {
             self.flush_after(FLUSH_DELAY);
@@ -64,7 +81,7 @@ impl Writer {
     pub async fn finish(self: &Arc<Self>, write: TraceWrite) -> Finished {
         let (tx, rx) = tokio::sync::oneshot::channel();
         lock(&self.queue).push(Job {
-            write,
+            write: Queued::Write(write),
             done: Some(tx),
         });
         self.flush_after(Duration::ZERO);
@@ -102,9 +119,12 @@ impl Writer {
         }
         let queue = lock(&self.queue);
         queue.len() <= INLINE_WRITES
-            && queue
-                .iter()
-                .all(|j| !matches!(&j.write, TraceWrite::Finish { prune: Some(_), .. }))
+            && queue.iter().all(|j| {
+                !matches!(
+                    &j.write,
+                    Queued::Write(TraceWrite::Finish { prune: Some(_), .. })
+                )
+            })
     }
 
     fn flush(&self) {
@@ -142,43 +162,58 @@ impl Writer {
 /// The writes a batch needs: none for a trace that also finishes in it (its whole body
 /// replaces them), and one running header per trace (the newest). Moves the writes: a
 /// finished trace's body is the whole trace, and copying it was 8 % of a turn's CPU (perf).
-fn coalesce(writes: Vec<TraceWrite>) -> Vec<TraceWrite> {
+fn coalesce(writes: Vec<Queued>) -> Vec<TraceWrite> {
     let finished: HashSet<String> = writes
         .iter()
         .filter_map(|w| match w {
-            TraceWrite::Finish { row, .. } => Some(row.trace_id.clone()),
+            Queued::Write(TraceWrite::Finish { row, .. }) => Some(row.trace_id.clone()),
             _ => None,
         })
         .collect();
     let mut last_span: HashMap<String, usize> = HashMap::new();
     for (i, w) in writes.iter().enumerate() {
-        if let TraceWrite::Span { trace_id, .. } = w {
-            last_span.insert(trace_id.clone(), i);
+        if let Some(id) = trace_id_of(w) {
+            last_span.insert(id.to_string(), i);
         }
     }
     writes
         .into_iter()
         .enumerate()
-        .filter_map(|(i, w)| match w {
-            TraceWrite::Begin(row) if finished.contains(&row.trace_id) => None,
-            TraceWrite::Span { trace_id, .. } if finished.contains(&trace_id) => None,
-            TraceWrite::Span {
-                trace_id,
-                seq,
-                body,
-                header,
-            } => {
-                let newest = last_span.get(&trace_id) == Some(&i);
-                Some(TraceWrite::Span {
+        .filter_map(|(i, w)| {
+            let newest = trace_id_of(&w).and_then(|id| last_span.get(id)) == Some(&i);
+            match w {
+                Queued::Span(s) if finished.contains(&s.trace_id) => None,
+                Queued::Span(s) => s.write(newest),
+                Queued::Write(TraceWrite::Begin(row)) if finished.contains(&row.trace_id) => None,
+                Queued::Write(TraceWrite::Span { trace_id, .. })
+                    if finished.contains(&trace_id) =>
+                {
+                    None
+                }
+                Queued::Write(TraceWrite::Span {
+                    trace_id,
+                    seq,
+                    body,
+                    header,
+                }) => Some(TraceWrite::Span {
                     trace_id,
                     seq,
                     body,
                     header: header.filter(|_| newest),
-                })
+                }),
+                Queued::Write(other) => Some(other),
             }
-            other => Some(other),
         })
         .collect()
+}
+
+/// The trace a queued span belongs to (`None` for other writes).
+fn trace_id_of(w: &Queued) -> Option<&str> {
+    match w {
+        Queued::Write(TraceWrite::Span { trace_id, .. })
+        | Queued::Span(SpanRef { trace_id, .. }) => Some(trace_id),
+        Queued::Write(_) => None,
+    }
 }
 
 #[cfg(test)]
@@ -192,7 +227,7 @@ mod tests {
             record_id: "r".into(),
             status: "running".into(),
             created_at: "2026-12-02T00:00:00.000Z".into(),
-            body: serde_json::json!({}),
+            body: "{}".into(),
         }
     }
 
@@ -216,7 +251,10 @@ mod tests {
             Arc::new(Writer::new(Arc::new(store)))
         };
         let queue = |w: &Writer, write: TraceWrite| {
-            lock(&w.queue).push(Job { write, done: None });
+            lock(&w.queue).push(Job {
+                write: Queued::Write(write),
+                done: None,
+            });
         };
         let normal = open("normal.db", SyncMode::Normal);
         assert!(normal.commits_in_place(), "nothing queued");
@@ -255,7 +293,7 @@ mod tests {
                 prune: None,
             },
         ];
-        let out = coalesce(writes.to_vec());
+        let out = coalesce(writes.iter().cloned().map(Queued::Write).collect());
         let shape: Vec<String> = out
             .iter()
             .map(|w| match w {
@@ -278,5 +316,43 @@ mod tests {
                 "finish a"
             ]
         );
+    }
+
+    /// A finished span is serialised when its batch commits: alone it is stored with the
+    /// running header as it is then; in a batch that also finishes its trace it is not
+    /// written at all, the whole body carrying it.
+    #[tokio::test]
+    async fn spans_are_read_from_the_trace_at_commit_and_skipped_once_it_finishes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(
+            Store::open(&dir.path().join("t.db"), crate::store::SyncMode::Normal).unwrap(),
+        );
+        let traces = super::super::trace::Traces::durable(1 << 20, store.clone());
+        let t = traces.start("str_1", None, None, "m", "rec");
+        let a = t.start_span("llm.request", "llm", serde_json::Map::new());
+        t.end_span(a, "ok", serde_json::Map::new());
+        t.add_tokens(7);
+        tokio::time::sleep(FLUSH_DELAY * 4).await;
+        let running = store.get_trace(&t.id).unwrap().unwrap();
+        assert_eq!(running["trace"]["status"], "running");
+        assert_eq!(
+            running["trace"]["totalTokens"], 7,
+            "the header as it was at commit"
+        );
+        assert_eq!(running["spans"].as_array().unwrap().len(), 1);
+        assert_eq!(running["spans"][0]["status"], "ok");
+
+        let b = t.start_span("tool.read_file", "tool", serde_json::Map::new());
+        t.end_span(b, "ok", serde_json::Map::new());
+        t.finish("completed", None);
+        let (body, _) = t.store("rec", None).await.unwrap();
+        let done = store.get_trace(&t.id).unwrap().unwrap();
+        assert_eq!(
+            done,
+            serde_json::from_str::<serde_json::Value>(&body).unwrap()
+        );
+        assert_eq!(done["trace"]["status"], "completed");
+        assert_eq!(done["spans"].as_array().unwrap().len(), 2);
+        assert_eq!(done["spans"][1]["name"], "tool.read_file");
     }
 }

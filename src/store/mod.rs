@@ -370,13 +370,7 @@ impl Store {
             records::check_message(m)?;
         }
         let now = crate::clock::now_iso8601();
-        self.write(|tx| {
-            for (kind, message, tokens) in items {
-                let fields = records::item_fields(kind, message, *tokens, None);
-                insert_entry(tx, record_id, fields, 0, None, &now)?;
-            }
-            Ok(records::record_row(tx, record_id)?.map(|r| r.next_seq))
-        })
+        self.write(|tx| records::insert_items(tx, record_id, items, &now))
     }
 
     /// A number that changes with every entry written to the record (records are

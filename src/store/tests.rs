@@ -516,7 +516,7 @@ fn traces_round_trip_and_unknown_is_none() {
         record_id: "r".into(),
         status: "completed".into(),
         created_at: "2026-01-01T00:00:00.000Z".into(),
-        body: body.clone(),
+        body: body.to_string(),
     })
     .unwrap();
     assert_eq!(s.get_trace("trace_a").unwrap(), Some(body));
@@ -561,4 +561,60 @@ fn a_failed_or_panicking_write_leaves_nothing_and_the_next_one_commits() {
         .map(|m| m.message["content"].as_str().unwrap_or("").to_string())
         .collect();
     assert_eq!(texts, ["kept", "next"]);
+}
+
+#[test]
+fn a_batch_append_stores_the_same_bodies_as_single_appends_and_numbers_on() {
+    let (_d, store) = open();
+    let call = json!({"role": "assistant", "content": "", "tool_calls": [{"id": "c1",
+        "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}}]});
+    let result = json!({"role": "tool", "tool_call_id": "c1", "content": "alpha\n\"q\" é"});
+    store
+        .append("one", ItemKind::User, &msg("user", "hi"), 2)
+        .unwrap();
+    store.append("one", ItemKind::Assistant, &call, 7).unwrap();
+    store.append("one", ItemKind::Tool, &result, 5).unwrap();
+    let items = vec![
+        (ItemKind::User, msg("user", "hi"), 2),
+        (ItemKind::Assistant, call, 7),
+    ];
+    // A new record is created by the batch; the next batch goes on from its end.
+    assert_eq!(store.append_items("two", &items).unwrap(), Some(2));
+    assert_eq!(
+        store
+            .append_items("two", &[(ItemKind::Tool, result, 5)])
+            .unwrap(),
+        Some(3)
+    );
+    assert_eq!(store.append_items("none", &[]).unwrap(), None);
+    assert_eq!(store.record_version("none").unwrap(), None);
+    assert_eq!(store.append_items("two", &[]).unwrap(), Some(3));
+    let rows = |id: &str| -> Vec<(i64, String, String, i64, String)> {
+        let c = store.conn();
+        let mut q = c
+            .prepare(
+                "SELECT seq, entry, kind, token_estimate, body FROM entries \
+                 WHERE record_id = ?1 ORDER BY seq",
+            )
+            .unwrap();
+        q.query_map([id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+    };
+    let (one, two) = (rows("one"), rows("two"));
+    assert_eq!(one.len(), 3);
+    assert_eq!(one, two);
+    assert_eq!(store.record_version("two").unwrap(), Some(3));
+    let read: Vec<(i64, String)> = roles(&store.projection("two").unwrap());
+    assert_eq!(
+        read,
+        vec![
+            (0, "user".into()),
+            (1, "assistant".into()),
+            (2, "tool".into())
+        ]
+    );
 }

@@ -17,8 +17,9 @@ pub struct TraceRow {
     pub record_id: String,
     pub status: String,
     pub created_at: String,
-    /// `{trace, spans, events}` as `trace.fetch` answers.
-    pub body: Value,
+    /// `{trace, spans, events}` as `trace.fetch` answers, as JSON text (written as it is:
+    /// built straight from the live trace, never through a `Value` tree).
+    pub body: String,
 }
 
 /// One write of the trace writer (`Store::write_traces`).
@@ -52,7 +53,6 @@ enum Conflict {
 /// Writes the trace's row: `INSERT OR REPLACE` or `INSERT OR IGNORE` (cached statements, as
 /// every statement here: a turn writes traces each round). Returns the body as stored.
 fn insert(tx: &Connection, t: &TraceRow, conflict: Conflict) -> Result<String, StoreError> {
-    let body = serde_json::to_string(&t.body)?;
     let sql = match conflict {
         Conflict::Replace => {
             "INSERT OR REPLACE INTO traces (trace_id, record_id, status, created_at, body) \
@@ -68,9 +68,9 @@ fn insert(tx: &Connection, t: &TraceRow, conflict: Conflict) -> Result<String, S
         t.record_id,
         t.status,
         t.created_at,
-        body
+        t.body
     ])?;
-    Ok(body)
+    Ok(t.body.clone())
 }
 
 /// Inserts the trace, replacing a running row of the same id and dropping the span rows it
@@ -215,7 +215,7 @@ mod tests {
             record_id: "r".into(),
             status: "completed".into(),
             created_at: created_at.into(),
-            body: serde_json::json!({}),
+            body: "{}".into(),
         }
     }
 
@@ -254,7 +254,8 @@ mod tests {
     fn with_body(id: &str, status: &str) -> TraceRow {
         TraceRow {
             status: status.into(),
-            body: serde_json::json!({"trace": {"traceId": id, "status": status}, "spans": [], "events": []}),
+            body: serde_json::json!({"trace": {"traceId": id, "status": status}, "spans": [], "events": []})
+                .to_string(),
             ..row(id, "2026-11-01T00:00:00.000Z")
         }
     }
@@ -306,7 +307,9 @@ mod tests {
         );
 
         let mut done = with_body("t", "completed");
-        done.body["spans"] = serde_json::json!([{"spanId": "span_0001"}]);
+        done.body = serde_json::json!({"trace": {"traceId": "t", "status": "completed"},
+            "spans": [{"spanId": "span_0001"}], "events": []})
+        .to_string();
         put(&tx, &done).unwrap();
         let got = get(&tx, "t").unwrap().unwrap();
         assert_eq!(got["spans"], serde_json::json!([{"spanId": "span_0001"}]));

@@ -80,7 +80,7 @@ pub async fn fetch(app: Arc<App>, p: TraceFetchParams) -> Result<TraceFetchResul
 mod tests {
     use super::*;
     use crate::agent::trace::Traces;
-    use serde_json::{Map, json};
+    use serde_json::{Map, Value, json};
 
     /// The wire answer carries exactly what the trace recorder stores, from either source.
     #[test]
@@ -94,7 +94,7 @@ mod tests {
         t.add_tokens(12);
         t.finish("completed", None);
 
-        let stored = t.to_row("rec").body;
+        let stored: Value = serde_json::from_str(&t.to_row("rec").body).unwrap();
         let from_store: TraceFetchResult = from_stored(stored.clone()).unwrap();
         let from_memory = traces.fetch(&t.id).unwrap();
         assert_eq!(from_store, from_memory);
