@@ -17,6 +17,7 @@ mod exec;
 pub mod host_tools;
 pub mod images;
 pub mod notices;
+mod offered;
 pub mod orchestrate;
 pub mod params;
 pub mod persist;
@@ -58,6 +59,8 @@ pub struct Agent {
     pub transcripts: transcripts::Transcripts,
     /// The config's `mcp_servers`, started on first use.
     pub mcp: Arc<crate::mcp::Configured>,
+    /// The tool list last offered, reused by turns with the same inputs.
+    offered: offered::Offered,
 }
 
 impl Agent {
@@ -106,6 +109,7 @@ impl Agent {
             sink,
             streams: stream::Streams::default(),
             approvals: approval::SessionRules::default(),
+            offered: offered::Offered::default(),
         }
     }
 }

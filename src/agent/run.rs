@@ -629,7 +629,22 @@ impl Turn {
         {
             return t.clone();
         }
-        let built: Arc<[Value]> = self.build_tools().into();
+        let built: Arc<[Value]> = match &self.p.host_tools {
+            // The host's descriptors come with each turn.
+            Some(_) => self.build_tools().into(),
+            None => {
+                let key = super::offered::Key {
+                    router: Arc::downgrade(self.router()),
+                    generation,
+                    strategy: self.p.cfg.strategy,
+                    ask_user: self.p.ask_user,
+                    subagent: self.p.subagent.as_ref().map(Arc::downgrade),
+                    orchestration: self.p.orchestration.is_some(),
+                    filter: self.p.tool_filter.clone(),
+                };
+                self.agent.offered.get_or_build(key, || self.build_tools())
+            }
+        };
         self.offered = Some((generation, built.clone()));
         built
     }
