@@ -92,13 +92,48 @@ pub struct Trace {
     writer: Option<Arc<Writer>>,
 }
 
+/// The payload as it is when its JSON is at most `PAYLOAD_CHARS` characters, else its first
+/// `PAYLOAD_CHARS` as `{truncated}`. Serialises no further than it needs: a large tool
+/// result was written whole (through `Display`, the slow path) only to be cut.
 fn clip(v: Value) -> Value {
-    let text = v.to_string();
-    if text.chars().count() <= PAYLOAD_CHARS {
+    // A UTF-8 character is at most 4 bytes, so this many bytes hold more than the limit.
+    let mut w = Capped {
+        buf: Vec::new(),
+        cap: 4 * (PAYLOAD_CHARS + 1),
+    };
+    let whole = serde_json::to_writer(&mut w, &v).is_ok();
+    let text = match std::str::from_utf8(&w.buf) {
+        Ok(t) => t,
+        // Cut inside a character: the whole ones before it.
+        Err(e) => std::str::from_utf8(&w.buf[..e.valid_up_to()]).unwrap_or_default(),
+    };
+    if whole && text.chars().nth(PAYLOAD_CHARS).is_none() {
         return v;
     }
     let cut: String = text.chars().take(PAYLOAD_CHARS).collect();
     json!({ "truncated": format!("{cut}…") })
+}
+
+/// Keeps the first `cap` bytes written, then refuses more (which stops the serialiser).
+struct Capped {
+    buf: Vec<u8>,
+    cap: usize,
+}
+
+impl std::io::Write for Capped {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        let room = self.cap.saturating_sub(self.buf.len());
+        if room == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        let n = b.len().min(room);
+        self.buf.extend_from_slice(&b[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 impl Trace {
@@ -403,5 +438,42 @@ impl Traces {
     pub fn active(&self) -> usize {
         let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.0.values().filter(|t| !t.finished()).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The old rule, serialising everything: the reference for `clip`.
+    fn clip_whole(v: Value) -> Value {
+        let text = v.to_string();
+        if text.chars().count() <= PAYLOAD_CHARS {
+            return v;
+        }
+        let cut: String = text.chars().take(PAYLOAD_CHARS).collect();
+        json!({ "truncated": format!("{cut}…") })
+    }
+
+    #[test]
+    fn payloads_are_kept_up_to_the_limit_and_cut_at_it_in_characters() {
+        let exact = "x".repeat(PAYLOAD_CHARS - 2); // with its quotes, exactly the limit
+        let cases = [
+            json!({"round": 3}),
+            json!(exact),
+            json!(format!("{exact}y")),
+            json!("é".repeat(PAYLOAD_CHARS)),
+            json!("€".repeat(PAYLOAD_CHARS * 3)),
+            json!({"text": "𝄞".repeat(2 * PAYLOAD_CHARS), "n": 1}),
+            json!(["a\"b\n", "x".repeat(10_000)]),
+        ];
+        for v in cases {
+            assert_eq!(clip(v.clone()), clip_whole(v));
+        }
+        assert_eq!(clip(json!(exact)), json!(exact));
+        let cut = clip(json!("x".repeat(100_000)));
+        let t = cut["truncated"].as_str().unwrap();
+        assert_eq!(t.chars().count(), PAYLOAD_CHARS + 1);
+        assert!(t.ends_with('…'));
     }
 }
