@@ -7,19 +7,19 @@ use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::Value;
 
-use super::subagent::Subagent;
 use crate::harness::ToolsStrategy;
 use crate::tools::Router;
 
-/// What a list is built from besides the router's generation. Pointers are held `Weak`:
-/// the allocation stays reserved while the key lives, so no later router or sub-agent
-/// configuration can take the same address and match.
+/// What a list is built from besides the router's generation. The router is held `Weak`:
+/// its allocation stays reserved while the key lives, so no later router can take the same
+/// address and match. The sub-agent is keyed by its descriptor, since each turn parses its
+/// own sub-agent configuration.
 pub struct Key {
     pub router: Weak<Router>,
     pub generation: u64,
     pub strategy: ToolsStrategy,
     pub ask_user: bool,
-    pub subagent: Option<Weak<Subagent>>,
+    pub subagent: Option<Value>,
     pub orchestration: bool,
     pub filter: Option<Arc<[String]>>,
 }
@@ -30,11 +30,7 @@ impl PartialEq for Key {
             && self.generation == o.generation
             && self.strategy == o.strategy
             && self.ask_user == o.ask_user
-            && match (&self.subagent, &o.subagent) {
-                (Some(a), Some(b)) => a.ptr_eq(b),
-                (None, None) => true,
-                _ => false,
-            }
+            && self.subagent == o.subagent
             && self.orchestration == o.orchestration
             && self.filter == o.filter
     }
@@ -98,5 +94,15 @@ mod tests {
         let kept = offered.get_or_build(key(&b, 1, Some(&["read_file"])), build);
         assert_eq!(built.get(), 4);
         assert_eq!(kept[0]["n"], 4);
+        // Sub-agents parsed per turn match by what they offer.
+        let with_sub = |d: &str| Key {
+            subagent: Some(json!({"description": d})),
+            ..key(&b, 1, None)
+        };
+        offered.get_or_build(with_sub("general"), build);
+        offered.get_or_build(with_sub("general"), build);
+        assert_eq!(built.get(), 5);
+        offered.get_or_build(with_sub("general, reviewer"), build);
+        assert_eq!(built.get(), 6);
     }
 }

@@ -638,7 +638,7 @@ impl Turn {
                     generation,
                     strategy: self.p.cfg.strategy,
                     ask_user: self.p.ask_user,
-                    subagent: self.p.subagent.as_ref().map(Arc::downgrade),
+                    subagent: self.p.subagent.as_ref().map(|s| s.descriptor()),
                     orchestration: self.p.orchestration.is_some(),
                     filter: self.p.tool_filter.clone(),
                 };

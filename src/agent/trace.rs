@@ -98,7 +98,8 @@ pub struct Trace {
 fn clip(v: Value) -> Value {
     // A UTF-8 character is at most 4 bytes, so this many bytes hold more than the limit.
     let mut w = Capped {
-        buf: Vec::new(),
+        // Most payloads are a few fields: one allocation, not a chain of doublings.
+        buf: Vec::with_capacity(512),
         cap: 4 * (PAYLOAD_CHARS + 1),
     };
     let whole = serde_json::to_writer(&mut w, &v).is_ok();
