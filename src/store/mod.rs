@@ -348,9 +348,10 @@ impl Store {
         turn_id: Option<&str>,
     ) -> Result<i64, StoreError> {
         records::check_message(message)?;
-        let fields = records::item_fields(&kind, message, token_estimate, turn_id);
         let now = crate::clock::now_iso8601();
-        self.write(|tx| insert_entry(tx, record_id, fields, 0, None, &now))
+        let item = [(&kind, message, token_estimate)];
+        self.write(|tx| records::insert_items(tx, record_id, item, turn_id, &now))
+            .map(|(seq, _)| seq)
     }
 
     /// Whether a commit waits for the disk (`FULL`: an `fsync` per commit) or only for a
@@ -369,8 +370,13 @@ impl Store {
         for (_, m, _) in items {
             records::check_message(m)?;
         }
+        if items.is_empty() {
+            return self.record_version(record_id);
+        }
         let now = crate::clock::now_iso8601();
-        self.write(|tx| records::insert_items(tx, record_id, items, &now))
+        let items = items.iter().map(|(k, m, t)| (k, m, *t));
+        self.write(|tx| records::insert_items(tx, record_id, items, None, &now))
+            .map(|(_, next)| Some(next))
     }
 
     /// A number that changes with every entry written to the record (records are

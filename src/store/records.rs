@@ -272,10 +272,9 @@ fn set_next_seq(conn: &Connection, record_id: &str, next: i64) -> Result<(), Sto
     Ok(())
 }
 
-/// An `item` entry's stored body with its fields in `insert_entry`'s order (a `Map` sorts its
-/// keys), so both write the same bytes; serialised straight from the borrowed message
-/// rather than through a cloned `Map` (perf: the clone, the map and its drop were ~2 % of a
-/// turn of small rounds).
+/// An `item` entry's stored body, its fields in the sorted order `insert_entry`'s `Map` writes
+/// other entries in; serialised straight from the borrowed message rather than through a
+/// cloned `Map` (perf: the clone, the map and its drop were ~2 % of a turn of small rounds).
 #[derive(serde::Serialize)]
 struct ItemBody<'a> {
     entry: &'static str,
@@ -287,19 +286,22 @@ struct ItemBody<'a> {
     v: i64,
 }
 
-/// Appends `items` (kind, message, token estimate) as `item` entries inside the caller's
-/// transaction, creating the record when missing: one read of the record's row and one
-/// update of its next seq for the batch. Returns the record's next seq after them, `None`
-/// for no items on a missing record (nothing written).
-pub fn insert_items(
+/// Appends `items` (kind, message, token estimate) as `item` entries of `turn_id` inside the
+/// caller's transaction, creating the record when missing: one read of the record's row and
+/// one update of its next seq for the batch. Returns the first entry's seq and the record's
+/// next seq after them (equal for no items, and then nothing is written).
+pub fn insert_items<'a>(
     conn: &Connection,
     record_id: &str,
-    items: &[(ItemKind, Value, u64)],
+    items: impl IntoIterator<Item = (&'a ItemKind, &'a Value, u64)>,
+    turn_id: Option<&str>,
     now: &str,
-) -> Result<Option<i64>, StoreError> {
+) -> Result<(i64, i64), StoreError> {
     check_record_id(record_id)?;
-    if items.is_empty() {
-        return Ok(record_row(conn, record_id)?.map(|r| r.next_seq));
+    let mut items = items.into_iter().peekable();
+    if items.peek().is_none() {
+        let next = record_row(conn, record_id)?.map_or(0, |r| r.next_seq);
+        return Ok((next, next));
     }
     let first = next_seq_or_create(conn, record_id, None, now)?;
     let mut insert = conn.prepare_cached(INSERT_ENTRY)?;
@@ -310,8 +312,8 @@ pub fn insert_items(
             kind: kind.as_str(),
             message,
             seq,
-            token_estimate: *tokens,
-            turn_id: None,
+            token_estimate: tokens,
+            turn_id,
             v: ENTRY_FORMAT,
         })?;
         insert.execute(params![
@@ -319,7 +321,7 @@ pub fn insert_items(
             seq,
             "item",
             kind.as_str(),
-            i64::try_from(*tokens).unwrap_or(i64::MAX),
+            i64::try_from(tokens).unwrap_or(i64::MAX),
             text,
             now
         ])?;
@@ -327,22 +329,7 @@ pub fn insert_items(
     }
     drop(insert);
     set_next_seq(conn, record_id, seq)?;
-    Ok(Some(seq))
-}
-
-pub fn item_fields(
-    kind: &ItemKind,
-    message: &Value,
-    token_estimate: u64,
-    turn_id: Option<&str>,
-) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("entry".into(), json!("item"));
-    m.insert("kind".into(), json!(kind.as_str()));
-    m.insert("turn_id".into(), json!(turn_id));
-    m.insert("token_estimate".into(), json!(token_estimate));
-    m.insert("message".into(), message.clone());
-    m
+    Ok((first, seq))
 }
 
 pub fn seed_fields(seed: &Seed) -> Map<String, Value> {

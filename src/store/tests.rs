@@ -530,8 +530,14 @@ fn a_failed_or_panicking_write_leaves_nothing_and_the_next_one_commits() {
         .unwrap();
     // Writes one entry inside the transaction, then fails.
     let insert = |c: &Connection, text: &str| {
-        let fields = records::item_fields(&ItemKind::User, &msg("user", text), 1, None);
-        records::insert_entry(c, "r", fields, 0, None, "2026-01-01T00:00:00Z")
+        let m = msg("user", text);
+        records::insert_items(
+            c,
+            "r",
+            [(&ItemKind::User, &m, 1)],
+            None,
+            "2026-01-01T00:00:00Z",
+        )
     };
     let failed: Result<(), StoreError> = s.write(|c| {
         insert(c, "lost")?;
@@ -607,6 +613,24 @@ fn a_batch_append_stores_the_same_bodies_as_single_appends_and_numbers_on() {
     let (one, two) = (rows("one"), rows("two"));
     assert_eq!(one.len(), 3);
     assert_eq!(one, two);
+    // The bytes a `Map` of the same fields writes (sorted keys), as entries always were.
+    let expected = json!({"entry": "item", "v": records::ENTRY_FORMAT, "seq": 2, "kind": "tool",
+        "turn_id": null, "token_estimate": 5, "message": one[2].4.parse::<Value>().unwrap()["message"]});
+    assert_eq!(one[2].4, expected.to_string());
+    store
+        .append_item(
+            "one",
+            ItemKind::User,
+            &msg("user", "again"),
+            1,
+            Some("turn_9"),
+        )
+        .unwrap();
+    let with_turn: Value = rows("one")[3].4.parse().unwrap();
+    assert_eq!(
+        (&with_turn["turn_id"], &with_turn["seq"]),
+        (&json!("turn_9"), &json!(3))
+    );
     assert_eq!(store.record_version("two").unwrap(), Some(3));
     let read: Vec<(i64, String)> = roles(&store.projection("two").unwrap());
     assert_eq!(
