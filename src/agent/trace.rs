@@ -57,6 +57,17 @@ struct BodyRef<'a> {
     events: &'a [Event],
 }
 
+/// A stored body `{trace, spans, events}` (a running trace's header row has no spans or
+/// events: they are rows of their own).
+fn body_json(trace: &Header, spans: &[Span], events: &[Event]) -> String {
+    serde_json::to_string(&BodyRef {
+        trace,
+        spans,
+        events,
+    })
+    .unwrap_or_else(|_| "null".into())
+}
+
 /// A finished span waiting in the trace writer's queue, read from its trace when the batch
 /// is committed.
 pub struct SpanRef {
@@ -72,8 +83,7 @@ impl SpanRef {
     pub fn write(&self, header: bool) -> Option<TraceWrite> {
         let d = self.data.lock().unwrap_or_else(|e| e.into_inner());
         let body = serde_json::to_string(d.spans.get(self.seq)?).ok()?;
-        let header = (header && !d.finished)
-            .then(|| json!({"trace": d.header, "spans": [], "events": []}).to_string());
+        let header = (header && !d.finished).then(|| body_json(&d.header, &[], &[]));
         Some(TraceWrite::Span {
             trace_id: self.trace_id.clone(),
             seq: self.seq,
@@ -247,12 +257,17 @@ impl Trace {
     /// `Value` tree (the copy, the tree and its drop were ~3 % of a turn of small rounds).
     pub fn to_json(&self) -> String {
         let d = self.lock();
-        serde_json::to_string(&BodyRef {
-            trace: &d.header,
-            spans: &d.spans,
-            events: &d.events,
-        })
-        .unwrap_or_else(|_| "null".into())
+        body_json(&d.header, &d.spans, &d.events)
+    }
+
+    /// The queued form of finished span `seq` (what `end_span` hands the writer).
+    #[cfg(test)]
+    pub(super) fn span_ref(&self, seq: usize) -> SpanRef {
+        SpanRef {
+            data: self.data.clone(),
+            trace_id: self.id.clone(),
+            seq,
+        }
     }
 
     /// The row the store keeps for this trace as it is now.
@@ -397,7 +412,7 @@ impl Traces {
             writer: self.writer.clone(),
         };
         if let Some(w) = &self.writer {
-            w.queue(TraceWrite::Begin(t.to_row(record_id)));
+            w.queue_begin(t.to_row(record_id));
         }
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.0.insert(id.clone(), Kept::Live(t.clone()));

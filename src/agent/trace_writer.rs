@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::trace::SpanRef;
-use crate::store::{Store, TraceWrite};
+use crate::store::{Store, TraceRow, TraceWrite};
 
 /// How long a started trace or a finished span may wait to be committed.
 pub const FLUSH_DELAY: Duration = Duration::from_millis(20);
@@ -29,7 +29,8 @@ struct Job {
     done: Option<tokio::sync::oneshot::Sender<Finished>>,
 }
 
-/// A queued write: as built, or a finished span serialised only if its batch needs it.
+/// A queued write: a trace's start or finish as built, or a finished span serialised only if
+/// its batch needs it.
 enum Queued {
     Write(TraceWrite),
     Span(SpanRef),
@@ -58,9 +59,9 @@ impl Writer {
         }
     }
 
-    /// Queues a trace's start or a finished span, committed within `FLUSH_DELAY`.
-    pub fn queue(self: &Arc<Self>, write: TraceWrite) {
-        self.push_delayed(Queued::Write(write));
+    /// Queues a trace's start (its header row), committed within `FLUSH_DELAY`.
+    pub fn queue_begin(self: &Arc<Self>, row: TraceRow) {
+        self.push_delayed(Queued::Write(TraceWrite::Begin(row)));
     }
 
     /// Queues a finished span, committed within `FLUSH_DELAY` unless its trace finishes
@@ -170,56 +171,28 @@ fn coalesce(writes: Vec<Queued>) -> Vec<TraceWrite> {
             _ => None,
         })
         .collect();
-    let mut last_span: HashMap<String, usize> = HashMap::new();
+    let mut last_span: HashMap<&str, usize> = HashMap::new();
     for (i, w) in writes.iter().enumerate() {
-        if let Some(id) = trace_id_of(w) {
-            last_span.insert(id.to_string(), i);
+        if let Queued::Span(s) = w {
+            last_span.insert(&s.trace_id, i);
         }
     }
+    let newest: HashSet<usize> = last_span.into_values().collect();
     writes
         .into_iter()
         .enumerate()
-        .filter_map(|(i, w)| {
-            let newest = trace_id_of(&w).and_then(|id| last_span.get(id)) == Some(&i);
-            match w {
-                Queued::Span(s) if finished.contains(&s.trace_id) => None,
-                Queued::Span(s) => s.write(newest),
-                Queued::Write(TraceWrite::Begin(row)) if finished.contains(&row.trace_id) => None,
-                Queued::Write(TraceWrite::Span { trace_id, .. })
-                    if finished.contains(&trace_id) =>
-                {
-                    None
-                }
-                Queued::Write(TraceWrite::Span {
-                    trace_id,
-                    seq,
-                    body,
-                    header,
-                }) => Some(TraceWrite::Span {
-                    trace_id,
-                    seq,
-                    body,
-                    header: header.filter(|_| newest),
-                }),
-                Queued::Write(other) => Some(other),
-            }
+        .filter_map(|(i, w)| match w {
+            Queued::Span(s) if finished.contains(&s.trace_id) => None,
+            Queued::Span(s) => s.write(newest.contains(&i)),
+            Queued::Write(TraceWrite::Begin(row)) if finished.contains(&row.trace_id) => None,
+            Queued::Write(w) => Some(w),
         })
         .collect()
-}
-
-/// The trace a queued span belongs to (`None` for other writes).
-fn trace_id_of(w: &Queued) -> Option<&str> {
-    match w {
-        Queued::Write(TraceWrite::Span { trace_id, .. })
-        | Queued::Span(SpanRef { trace_id, .. }) => Some(trace_id),
-        Queued::Write(_) => None,
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::TraceRow;
 
     fn row(id: &str) -> TraceRow {
         TraceRow {
@@ -228,15 +201,6 @@ mod tests {
             status: "running".into(),
             created_at: "2026-12-02T00:00:00.000Z".into(),
             body: "{}".into(),
-        }
-    }
-
-    fn span(id: &str, seq: usize) -> TraceWrite {
-        TraceWrite::Span {
-            trace_id: id.into(),
-            seq,
-            body: "{}".into(),
-            header: Some(format!("h{seq}")),
         }
     }
 
@@ -272,7 +236,7 @@ mod tests {
         normal.flush();
         assert!(normal.store.get_trace("a").unwrap().is_some());
         for seq in 0..=INLINE_WRITES {
-            queue(&normal, span("b", seq));
+            queue(&normal, TraceWrite::Begin(row(&format!("b{seq}"))));
         }
         assert!(!normal.commits_in_place(), "more than INLINE_WRITES");
         let full = open("full.db", SyncMode::Full);
@@ -282,18 +246,30 @@ mod tests {
 
     #[test]
     fn a_batch_keeps_only_what_its_finished_traces_do_not_replace() {
-        let writes = [
-            TraceWrite::Begin(row("a")),
-            TraceWrite::Begin(row("b")),
-            span("a", 0),
-            span("b", 0),
-            span("b", 1),
-            TraceWrite::Finish {
-                row: row("a"),
+        let traces = super::super::trace::Traces::new(1 << 20);
+        let (a, b) = (
+            traces.start("str_a", None, None, "m", "r"),
+            traces.start("str_b", None, None, "m", "r"),
+        );
+        let span = |t: &super::super::trace::Trace, seq| {
+            let i = t.start_span("llm.request", "llm", serde_json::Map::new());
+            t.end_span(i, "ok", serde_json::Map::new());
+            assert_eq!(i, seq);
+            Queued::Span(t.span_ref(seq))
+        };
+        let write = |w: TraceWrite| Queued::Write(w);
+        let writes = vec![
+            write(TraceWrite::Begin(row(&a.id))),
+            write(TraceWrite::Begin(row(&b.id))),
+            span(&a, 0),
+            span(&b, 0),
+            span(&b, 1),
+            write(TraceWrite::Finish {
+                row: row(&a.id),
                 prune: None,
-            },
+            }),
         ];
-        let out = coalesce(writes.iter().cloned().map(Queued::Write).collect());
+        let out = coalesce(writes);
         let shape: Vec<String> = out
             .iter()
             .map(|w| match w {
@@ -303,17 +279,18 @@ mod tests {
                     seq,
                     header,
                     ..
-                } => format!("span {trace_id} {seq} {header:?}"),
+                } => format!("span {trace_id} {seq} {}", header.is_some()),
                 TraceWrite::Finish { row, .. } => format!("finish {}", row.trace_id),
             })
             .collect();
+        let (a, b) = (&a.id, &b.id);
         assert_eq!(
             shape,
             [
-                "begin b",
-                "span b 0 None",
-                "span b 1 Some(\"h1\")",
-                "finish a"
+                format!("begin {b}"),
+                format!("span {b} 0 false"),
+                format!("span {b} 1 true"),
+                format!("finish {a}")
             ]
         );
     }
