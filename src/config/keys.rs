@@ -180,6 +180,15 @@ pub static KEYS: &[KeySpec] = &[
         doc: "requests waiting for an in-flight slot; when full, stdin is not read (back-pressure)",
     },
     KeySpec {
+        name: "max_output_queue_bytes",
+        kind: Kind::Int {
+            min: 1 << 20,
+            max: MAX_FRAME_CEILING,
+        },
+        default: || json!(64 * 1024 * 1024),
+        doc: "bytes of frames waiting for a host that stopped reading stdout; past it, stdin is not read",
+    },
+    KeySpec {
         name: "transcript_cache_bytes",
         kind: Kind::Int {
             min: 0,

@@ -351,6 +351,10 @@ impl Config {
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
                 .unwrap_or(1024),
+            max_output_queue_bytes: get("max_output_queue_bytes")
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(64 << 20),
             trace_retention_days: get("trace_retention_days").as_u64().unwrap_or(30),
             trace_max_stored: get("trace_max_stored")
                 .as_u64()
@@ -534,6 +538,8 @@ pub struct Settings {
     pub max_inflight_requests: usize,
     /// Requests waiting for an in-flight slot before stdin stops being read.
     pub max_queued_requests: usize,
+    /// Frames waiting for the host to read stdout before stdin stops being read.
+    pub max_output_queue_bytes: usize,
     /// Stored-trace retention: age in days and count.
     pub trace_retention_days: u64,
     pub trace_max_stored: usize,

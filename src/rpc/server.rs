@@ -6,7 +6,9 @@
 //! Back-pressure: the dispatcher parses every line and runs control methods at once, but a
 //! request that finds every in-flight slot busy and the queue full holds it up; then the
 //! hand-off channel fills, the reader blocks in `send`, the input is no longer read and the
-//! host's pipe fills. Memory stays bounded by the queue, the hand-off and one frame.
+//! host's pipe fills. Memory stays bounded by the queue, the hand-off and one frame. The other
+//! way round, a host that stops reading stdout: once `max_output_queue_bytes` wait for the
+//! writer, the reader stops handing lines on (and so reading) until the writer takes them.
 
 use std::future::Future;
 use std::io::{BufReader, Read};
@@ -41,7 +43,10 @@ pub fn serve<R: Read + Send + 'static>(
     app: Arc<App>,
     input: R,
 ) -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
-    let max_frame = app.settings().max_frame_bytes;
+    let settings = app.settings();
+    let (max_frame, max_output) = (settings.max_frame_bytes, settings.max_output_queue_bytes);
+    let out = app.out.clone();
+    let waiter = out.clone();
     let (batches, mut batch_rx) = tokio::sync::mpsc::channel::<Vec<Inbound>>(HANDOFF_BATCHES);
     std::thread::Builder::new()
         .name("rpc-reader".into())
@@ -52,6 +57,8 @@ pub fn serve<R: Read + Send + 'static>(
                 ReadEvent::Line(line) => batch.push(Inbound::Line(line.to_vec())),
                 ReadEvent::TooLong { len } => batch.push(Inbound::TooLong(len)),
                 ReadEvent::Drained if !batch.is_empty() => {
+                    // Blocks while the host is not reading what it was sent.
+                    waiter.wait_for_room(max_output);
                     // Blocks while the dispatcher is held up: this is where reading stops.
                     // An error means the dispatcher is gone (shutdown); the rest is dropped.
                     let _ = batches.blocking_send(std::mem::take(&mut batch));
@@ -64,7 +71,6 @@ pub fn serve<R: Read + Send + 'static>(
             batch.push(Inbound::Eof);
             let _ = batches.blocking_send(batch);
         })?;
-    let out = app.out.clone();
     Ok(out.corked(async move {
         while let Some(batch) = batch_rx.recv().await {
             for item in batch {

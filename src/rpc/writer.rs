@@ -29,11 +29,15 @@ struct Queue {
     /// Flush requests satisfied once the bytes queued before them are written.
     acks: Vec<oneshot::Sender<()>>,
     sleeping: bool,
+    /// Threads in `Out::wait_for_room` (the input reader), woken when the writer takes the
+    /// queue; counted so the writer signals only when someone waits.
+    waiting_for_room: usize,
 }
 
 struct Shared {
     queue: Mutex<Queue>,
     wake: Condvar,
+    room: Condvar,
     broken: AtomicBool,
 }
 
@@ -61,6 +65,9 @@ impl Shared {
                     q = self.wake.wait(q).unwrap_or_else(|e| e.into_inner());
                 }
                 std::mem::swap(&mut batch, &mut q.buf);
+                if q.waiting_for_room > 0 {
+                    self.room.notify_all();
+                }
                 (std::mem::take(&mut q.acks), std::mem::take(&mut q.start))
             };
             let bytes = batch.get(start..).unwrap_or_default();
@@ -247,6 +254,7 @@ impl Out {
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue::default()),
             wake: Condvar::new(),
+            room: Condvar::new(),
             broken: AtomicBool::new(false),
         });
         let writer = shared.clone();
@@ -289,6 +297,20 @@ impl Out {
 
     fn id(&self) -> usize {
         Arc::as_ptr(&self.shared) as usize
+    }
+
+    /// Blocks while more than `max_bytes` wait for the writer: the host has stopped reading
+    /// stdout (its pipe is full and the writer blocked in `write`). For the input reader, so
+    /// a host that stops reading stops being read too, and the queue stays bounded
+    /// (`max_output_queue_bytes`). A closed stdout drains the queue (frames are dropped), so
+    /// the wait always ends once the host is gone.
+    pub fn wait_for_room(&self, max_bytes: usize) {
+        let mut q = self.shared.lock();
+        while q.buf.len() - q.start > max_bytes {
+            q.waiting_for_room += 1;
+            q = self.shared.room.wait(q).unwrap_or_else(|e| e.into_inner());
+            q.waiting_for_room -= 1;
+        }
     }
 
     /// Runs `fut` so that frames it sends to this writer from inside a poll wake the writer

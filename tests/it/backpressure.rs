@@ -47,6 +47,44 @@ fn vm_rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Writes `n` `debug.echo` requests of 4,000 characters each on a thread of its own (the
+/// writes block once the sidecar stops reading); the counter says how many went through.
+fn flood(
+    mut stdin: std::process::ChildStdin,
+    n: usize,
+) -> (Arc<AtomicUsize>, std::thread::JoinHandle<()>) {
+    let progress = Arc::new(AtomicUsize::new(0));
+    let written = progress.clone();
+    let writer = std::thread::spawn(move || {
+        let pad = "x".repeat(4000);
+        for i in 0..n {
+            let mut f = serde_json::to_vec(&req(i, "debug.echo", json!({ "value": pad }))).unwrap();
+            f.push(b'\n');
+            if stdin.write_all(&f).is_err() {
+                return;
+            }
+            written.fetch_add(1, Ordering::SeqCst);
+        }
+        // Keep stdin open until the test is done, so EOF plays no part.
+        std::thread::sleep(WAIT);
+    });
+    (progress, writer)
+}
+
+/// Waits until the flood stops making progress (or is all written); returns how far it got.
+fn until_stalled(progress: &AtomicUsize, n: usize) -> usize {
+    let deadline = Instant::now() + WAIT;
+    let mut last = usize::MAX;
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = progress.load(Ordering::SeqCst);
+        if now == last || now == n || Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
 #[test]
 fn control_lane_answers_while_every_slot_is_busy_and_requests_are_queued() {
     let mut s = sixteen_slots();
@@ -232,34 +270,8 @@ fn a_flood_behind_busy_slots_blocks_the_writer_and_keeps_rss_bounded() {
     }
     stdin.write_all(&gate).unwrap();
 
-    let progress = Arc::new(AtomicUsize::new(0));
-    let written = progress.clone();
-    let writer = std::thread::spawn(move || {
-        let pad = "x".repeat(4000);
-        for i in 0..FLOOD {
-            let mut f = serde_json::to_vec(&req(i, "debug.echo", json!({ "value": pad }))).unwrap();
-            f.push(b'\n');
-            if stdin.write_all(&f).is_err() {
-                return;
-            }
-            written.fetch_add(1, Ordering::SeqCst);
-        }
-        // Keep stdin open until the test is done, so EOF plays no part.
-        std::thread::sleep(WAIT);
-    });
-
-    // Wait until the writer stops making progress.
-    let deadline = Instant::now() + WAIT;
-    let mut last = usize::MAX;
-    loop {
-        std::thread::sleep(Duration::from_millis(300));
-        let now = progress.load(Ordering::SeqCst);
-        if now == last || now == FLOOD || Instant::now() > deadline {
-            break;
-        }
-        last = now;
-    }
-    let stalled_at = progress.load(Ordering::SeqCst);
+    let (progress, writer) = flood(stdin, FLOOD);
+    let stalled_at = until_stalled(&progress, FLOOD);
     let rss = vm_rss_kib(pid);
     assert!(
         stalled_at < FLOOD,
@@ -291,6 +303,72 @@ fn a_flood_behind_busy_slots_blocks_the_writer_and_keeps_rss_bounded() {
             echoes += 1;
         }
     }
+    assert_eq!(progress.load(Ordering::SeqCst), FLOOD);
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(writer);
+}
+
+/// A host that stops reading stdout: every request is cheap and answered at once, so without
+/// a bound on the output queue the sidecar took the whole flood in and held every answer
+/// (~100 MB). With `max_output_queue_bytes` at 1 MiB it stops reading stdin, the host's
+/// writes block, RSS stays flat, and once the host reads again every answer comes, in order.
+#[test]
+fn a_host_that_stops_reading_stdout_is_not_read_either_and_rss_stays_bounded() {
+    const FLOOD: usize = 24_000;
+    const RSS_BOUND_KIB: u64 = 48 * 1024;
+    let home = tempfile::tempdir().unwrap();
+    let mut child = common::base_command(home.path())
+        .env("OUTRIGGER_MAX_OUTPUT_QUEUE_BYTES", "1048576")
+        .arg("--quiet-ready")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+
+    // Nobody reads stdout.
+    let (progress, writer) = flood(stdin, FLOOD);
+    let stalled_at = until_stalled(&progress, FLOOD);
+    let rss = vm_rss_kib(pid);
+    assert!(
+        stalled_at < FLOOD,
+        "stdin was read on while stdout was not: all {FLOOD} frames taken in (RSS {rss} KiB)"
+    );
+    assert!(
+        rss < RSS_BOUND_KIB,
+        "RSS {rss} KiB with {stalled_at} frames written and none of the answers read"
+    );
+
+    // The host reads again: everything is answered and the flood goes through.
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let ready: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(ready["method"], "lifecycle.ready");
+    let mut answered = HashSet::new();
+    for i in 0..FLOOD {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "EOF after {i} answers"
+        );
+        let f: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            f["result"].as_str().map(str::len),
+            Some(4000),
+            "{}",
+            &line[..200]
+        );
+        assert!(
+            answered.insert(f["id"].as_u64().unwrap()),
+            "answered twice: {}",
+            f["id"]
+        );
+    }
+    assert_eq!(answered.len(), FLOOD);
     assert_eq!(progress.load(Ordering::SeqCst), FLOOD);
     let _ = child.kill();
     let _ = child.wait();
