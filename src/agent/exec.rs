@@ -306,6 +306,11 @@ impl Turn {
         }
         let mut end = ExecEnd::Done;
         for batch in batches {
+            // The earlier batches' results are in the record before this one's tools run;
+            // the last batch's are the caller's to commit (beside the next request).
+            if let Err(e) = self.flush().await {
+                tracing::warn!("{e}");
+            }
             if end == ExecEnd::Aborted {
                 self.skip_all(&batch, "not executed: the host aborted the turn");
                 continue;
@@ -385,9 +390,6 @@ impl Turn {
                 }
             }
             self.push_images();
-            if let Err(e) = self.flush().await {
-                tracing::warn!("{e}");
-            }
             if end != ExecEnd::Aborted && self.handle.cancel.is_cancelled() {
                 end = ExecEnd::Cancelled;
             }

@@ -115,6 +115,9 @@ pub struct Turn {
     mcp: Option<crate::mcp::mount::TurnMount>,
     /// Images from this round's results (`view_image`), sent as one user message after them.
     pub(super) images: Vec<crate::llm::types::Part>,
+    /// `Some(items.len())` after a round whose results are left to be committed beside the
+    /// next request (`stream_round`); `None` once they are in the record.
+    beside: Option<usize>,
 }
 
 /// Reminders the completion gate sends per turn before a final answer stands.
@@ -135,6 +138,8 @@ enum Streamed {
         text: String,
     },
     Error(LlmError),
+    /// The last round's results could not be committed (the answer was not read).
+    Unrecorded(String),
 }
 
 impl Turn {
@@ -191,6 +196,7 @@ impl Turn {
             subagent_reminders: 0,
             mcp: None,
             images: Vec::new(),
+            beside: None,
             host,
             approval,
             todos,
@@ -241,7 +247,19 @@ impl Turn {
             .map_err(|e| format!("cannot write the durable record {}: {e}", self.record_id))?;
         self.persisted = self.items.len();
         self.version = version;
+        self.beside = None;
         Ok(())
+    }
+
+    /// The pending items (a round's tool results) committed once the request the provider
+    /// task just started is on its way: yielding lets this worker run that task (and the
+    /// connection's) up to the wait for the answer, so the commit overlaps the model's time
+    /// with no other thread woken. Nothing of the answer is shown before they are in.
+    async fn flush_beside(&mut self) -> Result<(), String> {
+        if self.persisted < self.items.len() {
+            tokio::task::yield_now().await;
+        }
+        self.flush().await
     }
 
     pub(super) fn notice(&self, kind: &str, mut v: Map<String, Value>) {
@@ -277,6 +295,12 @@ impl Turn {
         Box::pin(async move {
             self.mount_mcp().await;
             let completion = self.rounds().await;
+            // A round's results left for the next request when no request followed.
+            if self.beside.is_some()
+                && let Err(e) = self.flush().await
+            {
+                tracing::warn!("{e}");
+            }
             // Children still running are cancelled before the turn reports its end.
             self.pool.wind_down().await;
             // No server outlives its turn (a dropped turn kills them through their groups).
@@ -468,8 +492,11 @@ impl Turn {
                     return self.failed(e);
                 }
             }
-            // 5. the user turn is durable before the provider hears of it
-            if let Err(e) = self.flush().await {
+            // 5. the user turn is durable before the provider hears of it; a round's tool
+            // results alone are committed beside the next request (`stream_round`)
+            if self.beside != Some(self.items.len())
+                && let Err(e) = self.flush().await
+            {
                 return self.failed(e);
             }
             // 6. stream the provider
@@ -496,6 +523,7 @@ impl Turn {
                 Streamed::Error(e) => {
                     return self.failed(format!("model request failed: {e}"));
                 }
+                Streamed::Unrecorded(e) => return self.failed(e),
                 Streamed::Done {
                     text,
                     reasoning,
@@ -580,7 +608,12 @@ impl Turn {
                 return done(Status::BudgetExhausted, "tool call budget exceeded");
             }
             let end = self.execute(&calls, round).await;
-            if let Err(e) = self.flush().await {
+            let goes_on = matches!(end, ExecEnd::Done)
+                && self.tool_errors < self.p.cfg.max_tool_errors
+                && !self.handle.cancel.is_cancelled();
+            if goes_on {
+                self.beside = Some(self.items.len());
+            } else if let Err(e) = self.flush().await {
                 return self.failed(e);
             }
             match end {
@@ -859,11 +892,15 @@ impl Turn {
         );
         let final_mode = self.p.cfg.content_mode == ContentMode::Final;
         let mut s = self.p.provider.stream(req, self.handle.cancel.clone());
+        let unrecorded = self.flush_beside().await.err();
         let (mut text, mut reasoning, mut calls) = (String::new(), String::new(), Vec::new());
         let mut finish = String::new();
         let mut state: Option<Value> = None;
         let mut usage: Option<Usage> = None;
         let outcome = loop {
+            if let Some(e) = unrecorded {
+                break Streamed::Unrecorded(e);
+            }
             // The provider also watches the token; selecting here keeps the promise even
             // for a provider that does not.
             let item = tokio::select! {
@@ -951,6 +988,11 @@ impl Turn {
             Streamed::Error(e) => {
                 let mut m = Map::new();
                 m.insert("error".into(), json!(e.to_string()));
+                ("error", m)
+            }
+            Streamed::Unrecorded(e) => {
+                let mut m = Map::new();
+                m.insert("error".into(), json!(e));
                 ("error", m)
             }
         };

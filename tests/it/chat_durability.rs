@@ -167,3 +167,45 @@ fn resume_reseeds_the_file_tools_read_state() {
         "v2\n"
     );
 }
+
+/// A round's tool results are committed while the next request goes out; when that commit
+/// fails, the turn fails with the store's error and nothing of the next answer is shown.
+#[test]
+fn results_that_cannot_be_committed_fail_the_turn_before_the_next_answer_shows() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("chat.db");
+    let w = tempfile::tempdir().unwrap();
+    std::fs::write(w.path().join("a.txt"), "one\ntwo\n").unwrap();
+    let mut s = on_db(&db);
+    // The store refuses tool results (a full disk would, for every write).
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "CREATE TRIGGER no_results BEFORE INSERT ON entries WHEN NEW.kind = 'tool'
+         BEGIN SELECT RAISE(ABORT, 'injected: no room for results'); END;",
+    )
+    .unwrap();
+    drop(conn);
+    let script = json!([
+        {"toolCalls": [{"id": "r1", "name": "read_file", "arguments": {"path": "a.txt"}}]},
+        {"text": "an answer that must not show"},
+    ]);
+    let p = merge(
+        scripted(script, "read it"),
+        json!({"cwd": w.path(), "chatId": "chat_unrecorded"}),
+    );
+    let r = run(&mut s, p);
+    assert_eq!(r.done["status"], "failed", "{:?}", r.frames);
+    let reason = r.done["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("cannot write the durable record chat_unrecorded")
+            && reason.contains("injected: no room for results"),
+        "{reason}"
+    );
+    assert!(!r.text().contains("must not show"), "{:?}", r.frames);
+    // The call is in the record; its result is not, and the process keeps serving.
+    let m = messages(&mut s, "chat_unrecorded");
+    let roles: Vec<&str> = m.iter().map(|x| x["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant"], "{m:?}");
+    assert_eq!(m[1]["toolCalls"][0]["id"], "r1");
+    s.ok("system.ping", json!({}));
+}
