@@ -71,6 +71,18 @@ fn flood(
     (progress, writer)
 }
 
+/// The sidecar with one setting, stdin and stdout piped, no ready line to read first.
+fn piped(home: &std::path::Path, (key, value): (&str, &str)) -> std::process::Child {
+    common::base_command(home)
+        .env(key, value)
+        .arg("--quiet-ready")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// Waits until the flood stops making progress (or is all written); returns how far it got.
 fn until_stalled(progress: &AtomicUsize, n: usize) -> usize {
     let deadline = Instant::now() + WAIT;
@@ -233,14 +245,7 @@ fn a_flood_behind_busy_slots_blocks_the_writer_and_keeps_rss_bounded() {
     const RSS_BOUND_KIB: u64 = 64 * 1024;
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
-    let mut child = common::base_command(home.path())
-        .env("OUTRIGGER_MAX_INFLIGHT_REQUESTS", "16")
-        .arg("--quiet-ready")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = piped(home.path(), ("OUTRIGGER_MAX_INFLIGHT_REQUESTS", "16"));
     let pid = child.id();
     let mut stdin = child.stdin.take().unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -318,14 +323,7 @@ fn a_host_that_stops_reading_stdout_is_not_read_either_and_rss_stays_bounded() {
     const FLOOD: usize = 24_000;
     const RSS_BOUND_KIB: u64 = 48 * 1024;
     let home = tempfile::tempdir().unwrap();
-    let mut child = common::base_command(home.path())
-        .env("OUTRIGGER_MAX_OUTPUT_QUEUE_BYTES", "1048576")
-        .arg("--quiet-ready")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = piped(home.path(), ("OUTRIGGER_MAX_OUTPUT_QUEUE_BYTES", "1048576"));
     let pid = child.id();
     let stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
