@@ -116,7 +116,8 @@ pub struct Turn {
     /// Images from this round's results (`view_image`), sent as one user message after them.
     pub(super) images: Vec<crate::llm::types::Part>,
     /// `Some(items.len())` after a round whose results are left to be committed beside the
-    /// next request (`stream_round`); `None` once they are in the record.
+    /// next request (`stream_round`); `None` once they are in the record. Every way out of
+    /// `rounds` from there (cancel, budgets, compaction, the request) flushes first.
     beside: Option<usize>,
 }
 
@@ -295,12 +296,6 @@ impl Turn {
         Box::pin(async move {
             self.mount_mcp().await;
             let completion = self.rounds().await;
-            // A round's results left for the next request when no request followed.
-            if self.beside.is_some()
-                && let Err(e) = self.flush().await
-            {
-                tracing::warn!("{e}");
-            }
             // Children still running are cancelled before the turn reports its end.
             self.pool.wind_down().await;
             // No server outlives its turn (a dropped turn kills them through their groups).
