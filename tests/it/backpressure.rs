@@ -83,6 +83,21 @@ fn piped(home: &std::path::Path, (key, value): (&str, &str)) -> std::process::Ch
         .unwrap()
 }
 
+/// Asserts that the flood stalls before all `n` frames are written (stdin is no longer read)
+/// with the sidecar's RSS under `bound_kib`.
+fn stalls_bounded(progress: &AtomicUsize, n: usize, pid: u32, bound_kib: u64, how: &str) {
+    let stalled_at = until_stalled(progress, n);
+    let rss = vm_rss_kib(pid);
+    assert!(
+        stalled_at < n,
+        "stdin was read on {how}: all {n} frames were taken in (RSS {rss} KiB)"
+    );
+    assert!(
+        rss < bound_kib,
+        "RSS {rss} KiB with {stalled_at} frames written {how}"
+    );
+}
+
 /// Waits until the flood stops making progress (or is all written); returns how far it got.
 fn until_stalled(progress: &AtomicUsize, n: usize) -> usize {
     let deadline = Instant::now() + WAIT;
@@ -276,16 +291,7 @@ fn a_flood_behind_busy_slots_blocks_the_writer_and_keeps_rss_bounded() {
     stdin.write_all(&gate).unwrap();
 
     let (progress, writer) = flood(stdin, FLOOD);
-    let stalled_at = until_stalled(&progress, FLOOD);
-    let rss = vm_rss_kib(pid);
-    assert!(
-        stalled_at < FLOOD,
-        "stdin was read past the full queue: all {FLOOD} frames were taken in (RSS {rss} KiB)"
-    );
-    assert!(
-        rss < RSS_BOUND_KIB,
-        "RSS {rss} KiB with {stalled_at} frames written behind busy slots"
-    );
+    stalls_bounded(&progress, FLOOD, pid, RSS_BOUND_KIB, "behind busy slots");
     assert!(
         frames.try_recv().is_err(),
         "nothing is answered while every slot is held"
@@ -330,15 +336,12 @@ fn a_host_that_stops_reading_stdout_is_not_read_either_and_rss_stays_bounded() {
 
     // Nobody reads stdout.
     let (progress, writer) = flood(stdin, FLOOD);
-    let stalled_at = until_stalled(&progress, FLOOD);
-    let rss = vm_rss_kib(pid);
-    assert!(
-        stalled_at < FLOOD,
-        "stdin was read on while stdout was not: all {FLOOD} frames taken in (RSS {rss} KiB)"
-    );
-    assert!(
-        rss < RSS_BOUND_KIB,
-        "RSS {rss} KiB with {stalled_at} frames written and none of the answers read"
+    stalls_bounded(
+        &progress,
+        FLOOD,
+        pid,
+        RSS_BOUND_KIB,
+        "with none of the answers read",
     );
 
     // The host reads again: everything is answered and the flood goes through.

@@ -1,16 +1,25 @@
 //! Crash safety: SIGKILL the sidecar mid-turn, restart on the same database, find every
 //! committed entry, and continue with `resume: true` (the dangling call closed).
 
+use std::path::PathBuf;
+
 use crate::common::{on_db, sigkill};
 use crate::support::chat_helpers::*;
 use serde_json::json;
+use tempfile::TempDir;
 
-#[test]
-fn sigkill_mid_tool_then_resume_closes_the_dangling_call() {
+/// A database path in a directory of its own and a workspace holding `file` with `text`.
+fn db_and_workspace(file: &str, text: &str) -> (TempDir, PathBuf, TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("chat.db");
     let w = tempfile::tempdir().unwrap();
-    std::fs::write(w.path().join("a.txt"), "one\ntwo\n").unwrap();
+    std::fs::write(w.path().join(file), text).unwrap();
+    (dir, db, w)
+}
+
+#[test]
+fn sigkill_mid_tool_then_resume_closes_the_dangling_call() {
+    let (_dir, db, w) = db_and_workspace("a.txt", "one\ntwo\n");
     let mut s = on_db(&db);
     if !s
         .ok("tool.list", json!({}))
@@ -128,10 +137,7 @@ fn sigkill_while_streaming_keeps_the_user_message() {
 
 #[test]
 fn resume_reseeds_the_file_tools_read_state() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("chat.db");
-    let w = tempfile::tempdir().unwrap();
-    std::fs::write(w.path().join("f.txt"), "v1\n").unwrap();
+    let (_dir, db, w) = db_and_workspace("f.txt", "v1\n");
     let mut s = on_db(&db);
     let script = json!([
         {"toolCalls": [{"id": "r1", "name": "read_file", "arguments": {"path": "f.txt"}}]},
@@ -172,10 +178,7 @@ fn resume_reseeds_the_file_tools_read_state() {
 /// fails, the turn fails with the store's error and nothing of the next answer is shown.
 #[test]
 fn results_that_cannot_be_committed_fail_the_turn_before_the_next_answer_shows() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("chat.db");
-    let w = tempfile::tempdir().unwrap();
-    std::fs::write(w.path().join("a.txt"), "one\ntwo\n").unwrap();
+    let (_dir, db, w) = db_and_workspace("a.txt", "one\ntwo\n");
     let mut s = on_db(&db);
     // The store refuses tool results (a full disk would, for every write).
     let conn = rusqlite::Connection::open(&db).unwrap();
