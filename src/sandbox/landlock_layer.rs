@@ -112,7 +112,12 @@ impl Built {
         let created = ruleset
             .create()
             .map_err(|e| err("creating the ruleset", &e))?;
-        let hidden: Vec<PathBuf> = policy.hidden_paths.iter().map(|p| canonical(p)).collect();
+        let mut resolver = Resolver::default();
+        let hidden: Vec<PathBuf> = policy
+            .hidden_paths
+            .iter()
+            .map(|p| resolver.canonical(p))
+            .collect();
         let started = std::time::SystemTime::now();
         let mut walk = Walk::default();
         // Directory listings everywhere (names only); file contents and exec via the expansion.
@@ -168,11 +173,14 @@ impl Built {
         self.listed
             .iter()
             .all(|l| l.stamp.is_some() && stamp(&l.path) == l.stamp)
-            && policy
-                .hidden_paths
-                .iter()
-                .map(|p| canonical(p))
-                .eq(self.hidden.iter().cloned())
+            && {
+                let mut resolver = Resolver::default();
+                policy
+                    .hidden_paths
+                    .iter()
+                    .map(|p| resolver.canonical(p))
+                    .eq(self.hidden.iter().cloned())
+            }
     }
 
     /// Grants everything beneath `root` (the private temp dir), but for hidden paths.
@@ -219,30 +227,64 @@ impl Built {
 /// `p` with symlinks resolved; a path that does not exist yet keeps its missing tail on the
 /// resolved existing ancestor (so a hidden file created later is still covered).
 pub fn canonical(p: &Path) -> PathBuf {
-    canonical_in(p, None)
-}
-
-/// [`canonical`], remembering in `seen` what each path it resolved came to for the rest of
-/// one call: the hidden paths of a command (the credential list) share a few missing
-/// entries' parents (`~`, `~/.config`), each otherwise resolved again per entry, every
-/// command. Without `seen` nothing is kept (the Landlock walk's paths are all distinct).
-pub fn canonical_in(p: &Path, mut seen: Option<&mut HashMap<PathBuf, PathBuf>>) -> PathBuf {
-    if let Some(c) = seen.as_deref().and_then(|s| s.get(p)) {
-        return c.clone();
-    }
-    let c = match p.canonicalize() {
+    match p.canonicalize() {
         Ok(c) => c,
         Err(_) => match (p.parent(), p.file_name()) {
-            (Some(parent), Some(name)) if parent != p => {
-                canonical_in(parent, seen.as_deref_mut()).join(name)
-            }
+            (Some(parent), Some(name)) if parent != p => canonical(parent).join(name),
             _ => p.to_path_buf(),
         },
-    };
-    if let Some(s) = seen {
-        s.insert(p.to_path_buf(), c.clone());
     }
-    c
+}
+
+/// [`canonical`] for many paths in one call, each directory on the way looked at once: the
+/// hidden paths of a command (the credential list) share a few parents (`~`, `~/.config`)
+/// and are mostly missing. `realpath` costs a `readlink` per component, walked again for
+/// every entry and again for each missing entry's parent (~90 per command); this costs one
+/// `lstat` per new component, none beneath a missing one.
+#[derive(Default)]
+pub struct Resolver {
+    /// Each path asked (and each ancestor on the way): where it resolves, and whether that
+    /// exists.
+    known: HashMap<PathBuf, (PathBuf, bool)>,
+}
+
+impl Resolver {
+    pub fn canonical(&mut self, p: &Path) -> PathBuf {
+        self.resolve(p).0
+    }
+
+    fn resolve(&mut self, p: &Path) -> (PathBuf, bool) {
+        if let Some(r) = self.known.get(p) {
+            return r.clone();
+        }
+        let r = match (p.parent(), p.file_name()) {
+            (Some(parent), Some(name)) if parent != p && p.is_absolute() => {
+                let (dir, exists) = self.resolve(parent);
+                let at = dir.join(name);
+                if !exists {
+                    (at, false)
+                } else {
+                    match std::fs::symlink_metadata(&at) {
+                        // A link: where it points, as `realpath` finds it; a dangling one
+                        // keeps its own name, as `canonical` does.
+                        Ok(m) if m.file_type().is_symlink() => match at.canonicalize() {
+                            Ok(c) => (c, true),
+                            Err(_) => (at, false),
+                        },
+                        Ok(_) => (at, true),
+                        Err(_) => (at, false),
+                    }
+                }
+            }
+            // The root, `..` at the end, a relative path: as `canonical` does them.
+            _ => match p.canonicalize() {
+                Ok(c) => (c, true),
+                Err(_) => (canonical(p), false),
+            },
+        };
+        self.known.insert(p.to_path_buf(), r.clone());
+        r
+    }
 }
 
 /// A path, what it is granted, and whether it is a directory (known from the listing, so
@@ -389,6 +431,52 @@ mod tests {
             ..Default::default()
         };
         assert!(!built.fresh(&moved));
+    }
+
+    #[test]
+    fn the_resolver_agrees_with_canonical() {
+        use std::os::unix::fs::symlink;
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        std::fs::create_dir_all(r.join("real/sub")).unwrap();
+        std::fs::write(r.join("real/file"), "x").unwrap();
+        symlink(r.join("real"), r.join("link")).unwrap();
+        symlink("real/sub", r.join("rel")).unwrap();
+        symlink(r.join("gone"), r.join("dangling")).unwrap();
+        symlink(r.join("link"), r.join("chain")).unwrap();
+        let cases = [
+            "real",
+            "real/sub",
+            "real/file",
+            "real/file/under",
+            "link",
+            "link/sub",
+            "link/missing/deeper",
+            "rel",
+            "rel/x",
+            "dangling",
+            "dangling/x",
+            "chain/sub",
+            "missing",
+            "missing/a/b",
+            "real/..",
+            "real/../link/sub",
+            "missing/../real",
+            "real/./sub",
+        ];
+        let mut resolver = Resolver::default();
+        // Twice: the second pass answers from what the first learnt.
+        for _ in 0..2 {
+            for c in cases {
+                let p = r.join(c);
+                assert_eq!(resolver.canonical(&p), canonical(&p), "{c}");
+            }
+        }
+        assert_eq!(resolver.canonical(Path::new("/")), PathBuf::from("/"));
+        assert_eq!(
+            resolver.canonical(Path::new("relative/x")),
+            canonical(Path::new("relative/x"))
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The per-exec sandbox: the policy (`policy`), the launcher subcommand that applies it
 //! (`launcher` with its `namespaces`, `landlock_layer` and `seccomp_layer`), the one spawn
-//! helper every child goes through (`spawn`), the bounded reading of its output (`capture`),
+//! helper every child goes through (`spawn`) with its private temp dirs (`private_tmp`), the
+//! bounded reading of its output (`capture`),
 //! and this service: what the host can enforce (probed once per process), the
 //! `{backend, enforcement}` marker each result carries, and the resolution of a call's
 //! request against the config into a launch spec.
@@ -13,6 +14,7 @@ pub mod landlock_layer;
 pub mod launcher;
 pub mod namespaces;
 pub mod policy;
+pub mod private_tmp;
 pub mod protect;
 pub mod pty;
 pub mod seccomp_layer;

@@ -149,8 +149,8 @@ pub fn spill_dir(home: &Path, stream_id: &str) -> Option<PathBuf> {
 /// directory that contains the workspace replaced by its entries that do not (recursively),
 /// so a workspace kept under `$OUTRIGGER_HOME` still works while its siblings stay hidden.
 pub fn hidden_for(workspace: &Path, hidden: &[PathBuf]) -> Vec<PathBuf> {
-    let mut seen = std::collections::HashMap::new();
-    let ws = super::landlock_layer::canonical_in(workspace, Some(&mut seen));
+    let mut resolver = super::landlock_layer::Resolver::default();
+    let ws = resolver.canonical(workspace);
     let mut out: Vec<PathBuf> = Vec::new();
     for h in hidden {
         let abs = if h.is_absolute() {
@@ -158,7 +158,7 @@ pub fn hidden_for(workspace: &Path, hidden: &[PathBuf]) -> Vec<PathBuf> {
         } else {
             workspace.join(h)
         };
-        let c = super::landlock_layer::canonical_in(&abs, Some(&mut seen));
+        let c = resolver.canonical(&abs);
         if ws.starts_with(&c) && ws != c {
             carve(&c, &ws, &mut out);
         } else {

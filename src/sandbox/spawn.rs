@@ -3,9 +3,8 @@
 //! sandbox launcher in front of the command.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::process::{Child, Command};
@@ -13,6 +12,7 @@ use tokio::process::{Child, Command};
 use super::cgroup::{CommandCgroup, join_in_child};
 use super::launcher::SUBCOMMAND;
 use super::policy::LaunchSpec;
+pub use super::private_tmp::{PrivateTmp, remove_tmp_parent, sweep_stale_tmp};
 use super::spare::{self, ExitReport, Order, Outcome, Started};
 use crate::lifecycle::Lifecycle;
 
@@ -323,123 +323,4 @@ pub async fn terminate(child: &mut Child, group: &Group<'_>, grace: Duration) ->
         tokio::time::timeout(Duration::from_secs(5), child.wait()).await,
         Ok(Ok(_))
     )
-}
-
-/// A private temp dir (mode 0700) for one command, removed when dropped.
-pub struct PrivateTmp {
-    path: PathBuf,
-}
-
-fn tmp_parent_path() -> PathBuf {
-    std::env::temp_dir().join(format!("outrigger-sbx-{}", std::process::id()))
-}
-
-/// The directory this process's private temp dirs are made in: `outrigger-sbx-<pid>` in
-/// the temp dir, made once (mode 0700). Commands come and go inside it, so the temp dir
-/// itself does not change per command, and a ruleset a warm spare listed it for ahead of
-/// time stays fresh (see `sandbox/ahead.rs`).
-fn tmp_parent() -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    static MADE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let path = tmp_parent_path();
-    if MADE.get() == Some(&path) && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-        return Ok(path);
-    }
-    match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            // Ours only if it is a real directory we own (not a link someone planted).
-            let m = std::fs::symlink_metadata(&path)?;
-            // SAFETY: geteuid cannot fail.
-            if !m.is_dir() || m.uid() != unsafe { libc::geteuid() } {
-                return Err(std::io::Error::other(format!(
-                    "{} exists and is not this process's directory",
-                    path.display()
-                )));
-            }
-        }
-        Err(e) => return Err(e),
-    }
-    let _ = MADE.set(path.clone());
-    Ok(path)
-}
-
-impl PrivateTmp {
-    pub fn create() -> std::io::Result<PrivateTmp> {
-        use std::os::unix::fs::DirBuilderExt;
-        static N: AtomicU64 = AtomicU64::new(0);
-        let base = tmp_parent()?;
-        for _ in 0..16 {
-            let n = N.fetch_add(1, Ordering::Relaxed);
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.subsec_nanos())
-                .unwrap_or(0);
-            let path = base.join(format!("{n}-{nanos:08x}"));
-            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-                Ok(()) => return Ok(PrivateTmp { path }),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(std::io::Error::other(format!(
-            "cannot create a private temp dir under {}",
-            base.display()
-        )))
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-/// Removes this process's directory of private temp dirs (shutdown), with whatever is left.
-pub fn remove_tmp_parent() {
-    let path = tmp_parent_path();
-    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-        let _ = std::fs::remove_dir_all(&path);
-    }
-}
-
-/// Removes private temp dirs left by sidecars that died without dropping them (SIGKILL,
-/// power loss): the name (`outrigger-sbx-<pid>`, or `outrigger-sbx-<pid>-…` from older
-/// builds) carries the owner's pid, and only dirs whose owner is gone are
-/// touched. Returns how many were removed. Run in the background after ready; besides the
-/// litter, every sandboxed command's Landlock rules list the temp dir's entries.
-pub fn sweep_stale_tmp() -> usize {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return 0;
-    };
-    let me = std::process::id();
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("outrigger-sbx-"))
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid <= 0 || pid as u32 == me {
-            continue;
-        }
-        let gone = matches!(
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
-            Err(nix::errno::Errno::ESRCH)
-        );
-        // Only our own dirs (mode 0700, a directory, not a link someone planted).
-        let ours = entry.file_type().is_ok_and(|t| t.is_dir());
-        if gone && ours && std::fs::remove_dir_all(entry.path()).is_ok() {
-            removed += 1;
-        }
-    }
-    removed
-}
-
-impl Drop for PrivateTmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
 }

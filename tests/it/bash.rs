@@ -319,6 +319,46 @@ fn secrets_are_absent_from_the_environment() {
     assert!(env.contains("TMPDIR=/"), "a private TMPDIR: {env}");
 }
 
+/// Temp dirs are made ahead and removed behind (off the command's path): each command
+/// still gets its own, new and empty, mode 0700, and the one before it goes.
+#[test]
+fn each_command_gets_a_new_empty_private_tmpdir_and_the_last_one_goes() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start();
+    let mut seen: Vec<String> = Vec::new();
+    // More commands than dirs wait ready, so some are made ahead and some in place.
+    for i in 0..5 {
+        let tr = run(
+            &mut s,
+            ws.path(),
+            "echo \"$TMPDIR\"; stat -c %a \"$TMPDIR\"; ls -A \"$TMPDIR\"; touch \"$TMPDIR/left\"",
+        );
+        assert_eq!(tr["success"], true, "{tr}");
+        let out = tr["data"]["stdout"].as_str().unwrap_or_default();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines.len(),
+            2,
+            "command {i}: a mode and nothing listed: {out:?}"
+        );
+        assert_eq!(lines[1], "700", "command {i}: {out:?}");
+        assert!(
+            !seen.iter().any(|t| t == lines[0]),
+            "command {i} reused {}",
+            lines[0]
+        );
+        if let Some(last) = seen.last() {
+            let last = Path::new(last);
+            assert!(
+                wait_until(WAIT, || !last.exists()),
+                "{} outlived its command",
+                last.display()
+            );
+        }
+        seen.push(lines[0].to_string());
+    }
+}
+
 #[test]
 fn killing_the_sidecar_with_sigkill_leaves_no_child_running() {
     let ws = tempfile::tempdir().unwrap();
