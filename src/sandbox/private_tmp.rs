@@ -38,7 +38,7 @@ fn janitor() -> Option<&'static mpsc::Sender<Job>> {
                 for job in rx {
                     match job {
                         Job::Remove(p) => {
-                            let _ = std::fs::remove_dir_all(&p);
+                            let _ = remove_tree(&p);
                         }
                         Job::Refill(base) => refill(&base),
                     }
@@ -165,7 +165,7 @@ impl PrivateTmp {
 pub fn remove_tmp_parent() {
     let path = tmp_parent_path();
     if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
-        let _ = std::fs::remove_dir_all(&path);
+        let _ = remove_tree(&path);
     }
 }
 
@@ -199,7 +199,7 @@ pub fn sweep_stale_tmp() -> usize {
         );
         // Only our own dirs (mode 0700, a directory, not a link someone planted).
         let ours = entry.file_type().is_ok_and(|t| t.is_dir());
-        if gone && ours && std::fs::remove_dir_all(entry.path()).is_ok() {
+        if gone && ours && remove_tree(&entry.path()).is_ok() {
             removed += 1;
         }
     }
@@ -217,6 +217,100 @@ impl Drop for PrivateTmp {
                 Err(mpsc::SendError(Job::Remove(p) | Job::Refill(p))) => path = p,
             }
         }
-        let _ = std::fs::remove_dir_all(&path);
+        let _ = remove_tree(&path);
+    }
+}
+
+/// Removes `root` and everything beneath it, links not followed, for any tree a command made.
+/// std's `remove_dir_all` recurses once per level: a command that nests directories a few
+/// thousand deep (`mkdir d && cd d` in a loop) would overflow the stack of the thread removing
+/// them and abort the sidecar. Here each directory found below the first level is renamed up
+/// to the first level before it is emptied, so the work is a loop, every path stays two names
+/// long, and at most one directory is open at a time.
+pub fn remove_tree(root: &Path) -> std::io::Result<()> {
+    if !std::fs::symlink_metadata(root)?.is_dir() {
+        return std::fs::remove_file(root);
+    }
+    let mut moved = 0u64;
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            if !entry.file_type()?.is_dir() {
+                std::fs::remove_file(&path)?;
+            } else if dir == root {
+                dirs.push(path);
+            } else {
+                let to = loop {
+                    let to = root.join(format!(".outrigger-rm-{moved}"));
+                    moved += 1;
+                    if std::fs::symlink_metadata(&to).is_err() {
+                        break to;
+                    }
+                };
+                std::fs::rename(&path, &to)?;
+                dirs.push(to);
+            }
+        }
+        if dir != *root {
+            std::fs::remove_dir(&dir)?;
+        }
+    }
+    std::fs::remove_dir(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+
+    /// `depth` directories nested in `root`, made with `mkdirat`/`openat` (no path grows long).
+    fn nest(root: &Path, depth: usize) {
+        let name = CString::new("d").unwrap();
+        let mut fd = std::fs::File::open(root).unwrap();
+        for _ in 0..depth {
+            use std::os::fd::{AsRawFd, FromRawFd};
+            // SAFETY: a valid dir fd and NUL-terminated name; the new fd is owned by a File.
+            unsafe {
+                assert_eq!(libc::mkdirat(fd.as_raw_fd(), name.as_ptr(), 0o700), 0);
+                let next = libc::openat(fd.as_raw_fd(), name.as_ptr(), libc::O_DIRECTORY);
+                assert!(next >= 0);
+                fd = std::fs::File::from_raw_fd(next);
+            }
+        }
+        std::fs::write(root.join("d/d/file"), "x").unwrap();
+    }
+
+    #[test]
+    fn a_deep_tree_goes_on_a_small_stack_and_links_are_not_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("tmp");
+        let outside = d.path().join("outside");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("keep"), "k").unwrap();
+        // Deeper than std's recursion survives on the janitor's 64 KiB stack (~500 levels).
+        nest(&root, 3000);
+        std::os::unix::fs::symlink(&outside, root.join("d/link")).unwrap();
+        // A name the renames may meet (when this is emptied after `d`): stepped over.
+        std::fs::create_dir_all(root.join(".outrigger-rm-0/x")).unwrap();
+        let r = root.clone();
+        let removed = std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || remove_tree(&r).map_err(|e| e.to_string()))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(removed, Ok(()));
+        assert!(!root.exists());
+        assert!(outside.join("keep").exists());
+        // A file, and a path that is not there.
+        std::fs::write(d.path().join("f"), "").unwrap();
+        assert!(remove_tree(&d.path().join("f")).is_ok());
+        assert_eq!(
+            remove_tree(&d.path().join("f")).map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::NotFound)
+        );
     }
 }

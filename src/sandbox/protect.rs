@@ -339,7 +339,7 @@ fn rel<'a>(ws: &Path, p: &'a Path) -> std::borrow::Cow<'a, str> {
 /// Removes a file, symlink or whole directory (never following links).
 fn remove(p: &Path, notes: &mut Vec<String>, why: &str) {
     let r = match std::fs::symlink_metadata(p) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p),
+        Ok(m) if m.is_dir() => super::private_tmp::remove_tree(p),
         Ok(_) => std::fs::remove_file(p),
         Err(_) => return,
     };

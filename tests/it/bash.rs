@@ -359,6 +359,34 @@ fn each_command_gets_a_new_empty_private_tmpdir_and_the_last_one_goes() {
     }
 }
 
+/// A command that nests directories 16,000 deep in its temp dir: removing them used to
+/// recurse once per level and overflow the removing thread's stack, aborting the sidecar.
+/// Unsandboxed only for speed (the temp dir and its removal are the same): under Landlock
+/// each `mkdir` walks up to the root, so building the tree takes quadratic time.
+#[test]
+fn a_deep_tree_left_in_the_private_tmpdir_is_removed_and_the_sidecar_lives() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut s = Sidecar::start_with(Opts {
+        env: vec![("OUTRIGGER_SANDBOX_ENABLED".into(), "false".into())],
+        ..Default::default()
+    });
+    let tr = run(
+        &mut s,
+        ws.path(),
+        "echo \"$TMPDIR\"; cd \"$TMPDIR\" && python3 -c 'import os\nfor _ in range(16000): os.mkdir(\"d\"); os.chdir(\"d\")' && echo nested",
+    );
+    let out = tr["data"]["stdout"].as_str().unwrap_or_default();
+    assert!(out.ends_with("nested\n"), "{tr}");
+    let tmp = Path::new(out.lines().next().unwrap_or_default()).to_path_buf();
+    assert!(
+        wait_until(Duration::from_secs(60), || !tmp.exists()),
+        "{} is still there",
+        tmp.display()
+    );
+    let tr = run(&mut s, ws.path(), "echo alive");
+    assert_eq!(tr["data"]["stdout"], "alive\n", "{tr}");
+}
+
 #[test]
 fn killing_the_sidecar_with_sigkill_leaves_no_child_running() {
     let ws = tempfile::tempdir().unwrap();
