@@ -1,7 +1,8 @@
-//! Each sandboxed command's private `$TMPDIR` (mode 0700), inside this process's own
-//! directory of them. Made ahead and removed behind by one thread, so neither is on the
-//! command's path: on ext4 a `mkdir` costs ~0.15-0.2 ms and the removal another ~0.06 ms of
-//! the sidecar's time per command (perf, issue 13); taking a ready one costs one `lstat`.
+//! Each command's private `$TMPDIR` (mode 0700), inside this process's own directory of
+//! them. Made ahead and removed behind by one thread, so neither is on the command's path:
+//! on ext4 a `mkdir` costs ~0.15-0.2 ms and the removal another ~0.06 ms of the sidecar's
+//! time per command (perf, issue 13); taking a ready one costs one `lstat`. Also the one
+//! removal of trees a command made (`remove_tree`), which must not recurse.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
