@@ -112,12 +112,7 @@ impl Built {
         let created = ruleset
             .create()
             .map_err(|e| err("creating the ruleset", &e))?;
-        let mut resolver = Resolver::default();
-        let hidden: Vec<PathBuf> = policy
-            .hidden_paths
-            .iter()
-            .map(|p| resolver.canonical(p))
-            .collect();
+        let hidden = Resolver::all(&policy.hidden_paths);
         let started = std::time::SystemTime::now();
         let mut walk = Walk::default();
         // Directory listings everywhere (names only); file contents and exec via the expansion.
@@ -173,14 +168,7 @@ impl Built {
         self.listed
             .iter()
             .all(|l| l.stamp.is_some() && stamp(&l.path) == l.stamp)
-            && {
-                let mut resolver = Resolver::default();
-                policy
-                    .hidden_paths
-                    .iter()
-                    .map(|p| resolver.canonical(p))
-                    .eq(self.hidden.iter().cloned())
-            }
+            && Resolver::all(&policy.hidden_paths) == self.hidden
     }
 
     /// Grants everything beneath `root` (the private temp dir), but for hidden paths.
@@ -249,6 +237,12 @@ pub struct Resolver {
 }
 
 impl Resolver {
+    /// Each of `paths`, resolved.
+    pub fn all(paths: &[PathBuf]) -> Vec<PathBuf> {
+        let mut resolver = Resolver::default();
+        paths.iter().map(|p| resolver.canonical(p)).collect()
+    }
+
     pub fn canonical(&mut self, p: &Path) -> PathBuf {
         self.resolve(p).0
     }

@@ -70,18 +70,20 @@ fn refill(base: &Path) {
 /// A ready dir in `base` that is still ours; ready dirs of another parent (`TMPDIR`
 /// changed) are removed.
 fn take_ready(base: &Path) -> Option<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
     loop {
         let p = ready().pop()?;
-        // SAFETY: geteuid cannot fail.
-        let ours = p.parent() == Some(base)
-            && std::fs::symlink_metadata(&p)
-                .is_ok_and(|m| m.is_dir() && m.uid() == unsafe { libc::geteuid() });
-        if ours {
+        if p.parent() == Some(base) && own_dir(&p) {
             return Some(p);
         }
         drop(PrivateTmp { path: p });
     }
+}
+
+/// A real directory (not a link) this process's user owns.
+fn own_dir(p: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail.
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir() && m.uid() == unsafe { libc::geteuid() })
 }
 
 /// A new dir in `base`, named by a counter and the clock.
@@ -117,7 +119,7 @@ fn tmp_parent_path() -> PathBuf {
 /// itself does not change per command, and a ruleset a warm spare listed it for ahead of
 /// time stays fresh (see `sandbox/ahead.rs`).
 fn tmp_parent() -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    use std::os::unix::fs::DirBuilderExt;
     static MADE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     let path = tmp_parent_path();
     if MADE.get() == Some(&path) && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
@@ -127,9 +129,7 @@ fn tmp_parent() -> std::io::Result<PathBuf> {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             // Ours only if it is a real directory we own (not a link someone planted).
-            let m = std::fs::symlink_metadata(&path)?;
-            // SAFETY: geteuid cannot fail.
-            if !m.is_dir() || m.uid() != unsafe { libc::geteuid() } {
+            if !own_dir(&path) {
                 return Err(std::io::Error::other(format!(
                     "{} exists and is not this process's directory",
                     path.display()
