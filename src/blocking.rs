@@ -1,7 +1,9 @@
-//! Short blocking work (a few syscalls, a bounded commit) from async code, without a hop.
-//! On the multi-thread runtime it runs in place (`block_in_place`: the worker hands its other
-//! tasks on, so no thread is woken to run it and none to wake the task back); on any other
-//! runtime (a headless run's current-thread one) it goes to the blocking pool.
+//! Short blocking work (a bounded commit) from async code. On the multi-thread runtime it
+//! runs in place (`block_in_place`: `f` runs on this thread and the task goes on here, though
+//! tokio wakes, or starts, a thread to take the worker's other tasks each call); on any other
+//! runtime (a headless run's current-thread one) it goes to the blocking pool. Work of a few
+//! syscalls is cheaper done right on the worker (see `persist::append_many`,
+//! `protect::Guard::finish_async`).
 
 /// Runs `f` in place on the multi-thread runtime, else on the blocking pool.
 pub async fn in_place<T: Send + 'static>(

@@ -125,9 +125,10 @@ impl CommandCgroup {
 
 impl Drop for CommandCgroup {
     fn drop(&mut self) {
-        // What is left is killed now; the directory goes on the remover thread, since
-        // removing a cgroup waits for an RCU grace period (10–20 ms on cgroup v1).
-        kill_members(&self.dir, self.v2);
+        // The remover thread kills what is left, then removes the directory (that waits for
+        // an RCU grace period, 10–20 ms on cgroup v1). Not killed here: on cgroup v1 that is
+        // a read of `cgroup.procs` on the reply's path, and whoever needs the command dead
+        // before going on (a reply, a drained pipe) has killed it already (`Group`).
         let job = Job::Remove(std::mem::take(&mut self.dir), self.v2);
         if !queue(job) {
             tracing::warn!("cannot queue the removal of a command cgroup");

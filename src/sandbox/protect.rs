@@ -227,24 +227,46 @@ impl Guard {
         self.run()
     }
 
-    /// [`Guard::before`] from async code (see [`off_the_loop`]).
+    /// [`Guard::before`] from async code: in place when the existing names are mounted
+    /// read-only (it only looks at a few names), else on the blocking pool (it snapshots the
+    /// repository).
     pub async fn before_async(
         workspace: &Path,
         read_only: bool,
         max_entries: usize,
     ) -> Option<Guard> {
+        if read_only {
+            return Some(Guard::before(workspace, read_only, max_entries));
+        }
         let ws = workspace.to_path_buf();
-        off_the_loop(read_only, move || {
-            Guard::before(&ws, read_only, max_entries)
-        })
-        .await
+        tokio::task::spawn_blocking(move || Guard::before(&ws, read_only, max_entries))
+            .await
+            .ok()
     }
 
-    /// [`Guard::finish`] from async code (see [`off_the_loop`]).
-    pub async fn finish_async(self) -> Vec<String> {
-        off_the_loop(self.read_only, move || self.finish())
+    /// [`Guard::finish`] from async code: in place when the existing names were mounted
+    /// read-only and the command created none (a look at a few names: the usual case, on
+    /// the reply's path), else on the blocking pool (it walks what was created, or compares
+    /// the repository with the snapshot). Not `block_in_place`: that wakes a thread to take
+    /// the worker's other tasks every call.
+    pub async fn finish_async(mut self) -> Vec<String> {
+        if self.read_only && !self.created_any() {
+            self.done = true;
+            return Vec::new();
+        }
+        tokio::task::spawn_blocking(move || self.finish())
             .await
             .unwrap_or_default()
+    }
+
+    /// A protected name that did not exist before the command exists now.
+    fn created_any(&self) -> bool {
+        PROTECTED_NAMES
+            .iter()
+            .zip(&self.existed)
+            .any(|(name, existed)| {
+                !existed && std::fs::symlink_metadata(self.workspace.join(name)).is_ok()
+            })
     }
 
     fn run(&mut self) -> Vec<String> {
@@ -306,21 +328,6 @@ impl Guard {
             ),
         }
     }
-}
-
-/// Runs the guard's work: in place when the existing names are mounted read-only (it looks
-/// at a few names, and walks only what the command created), else on the blocking pool (it
-/// snapshots the repository, or compares it with the snapshot).
-async fn off_the_loop<T: Send + 'static>(
-    read_only: bool,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Option<T> {
-    let done = if read_only {
-        crate::blocking::in_place(f).await
-    } else {
-        tokio::task::spawn_blocking(f).await
-    };
-    done.ok()
 }
 
 impl Drop for Guard {

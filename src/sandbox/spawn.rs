@@ -167,6 +167,13 @@ impl Spawned<'_> {
         }
         self.child.wait().await.map(exit_code)
     }
+
+    /// After [`Spawned::wait_code`]: the exit came from the init of the command's PID
+    /// namespace, which killed and reaped everything else in it first, so nothing the
+    /// command started is left to kill.
+    pub fn namespace_emptied(&self) -> bool {
+        self.exit.is_some()
+    }
 }
 
 /// A child's exit status as a shell reports it: the code, or 128 + the signal.
@@ -303,7 +310,11 @@ impl Group<'_> {
 
 impl Drop for Group<'_> {
     fn drop(&mut self) {
-        self.kill();
+        // Disarmed: the leader was reaped and the group killed; what is left in the cgroup
+        // is killed by its removal (see `CommandCgroup`'s drop).
+        if self.armed {
+            self.kill();
+        }
         if let Some(l) = self.lifecycle {
             l.unregister_child_group(self.pgid);
         }

@@ -195,7 +195,9 @@ impl BashTool {
         let reaped = match end {
             End::Exited(_) | End::WaitFailed(_) => {
                 // Stragglers (a `cmd &` outside a PID namespace) would hold the pipes open.
-                spawned.group.kill();
+                if !spawned.namespace_emptied() {
+                    spawned.group.kill();
+                }
                 true
             }
             End::TimedOut | End::Cancelled => {
