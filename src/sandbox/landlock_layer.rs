@@ -234,6 +234,10 @@ pub struct Resolver {
     /// Each path asked (and each ancestor on the way): where it resolves, and whether that
     /// exists.
     known: HashMap<PathBuf, (PathBuf, bool)>,
+    /// Each path `lstat`ed, and whether it existed (a link makes the answers unsettled).
+    looked: Vec<(PathBuf, bool)>,
+    /// A link, `..`, or a relative path was met: the answers depend on more than `looked`.
+    unsettled: bool,
 }
 
 impl Resolver {
@@ -247,6 +251,26 @@ impl Resolver {
         self.resolve(p).0
     }
 
+    /// What the answers so far depended on: the paths `lstat`ed and whether each existed.
+    /// `None` when they depended on more (a link was followed, `..` or a relative path was
+    /// met). While every one of them is as it was ([`Resolver::unchanged`]), the same
+    /// questions get the same answers: without links, a path resolves to its parent's
+    /// answer joined with its name, and exists when `lstat` finds it.
+    pub fn depends_on(self) -> Option<Vec<(PathBuf, bool)>> {
+        (!self.unsettled).then_some(self.looked)
+    }
+
+    /// Each path in `looked` still exists, and is not a link, or is still missing, as
+    /// recorded.
+    pub fn unchanged(looked: &[(PathBuf, bool)]) -> bool {
+        looked
+            .iter()
+            .all(|(p, existed)| match std::fs::symlink_metadata(p) {
+                Ok(m) => *existed && !m.file_type().is_symlink(),
+                Err(_) => !existed,
+            })
+    }
+
     fn resolve(&mut self, p: &Path) -> (PathBuf, bool) {
         if let Some(r) = self.known.get(p) {
             return r.clone();
@@ -258,10 +282,14 @@ impl Resolver {
                 if !exists {
                     (at, false)
                 } else {
-                    match std::fs::symlink_metadata(&at) {
+                    let meta = std::fs::symlink_metadata(&at);
+                    let link = meta.as_ref().is_ok_and(|m| m.file_type().is_symlink());
+                    self.unsettled |= link;
+                    self.looked.push((at.clone(), meta.is_ok() && !link));
+                    match meta {
                         // A link: where it points, as `realpath` finds it; a dangling one
                         // keeps its own name, as `canonical` does.
-                        Ok(m) if m.file_type().is_symlink() => match at.canonicalize() {
+                        Ok(_) if link => match at.canonicalize() {
                             Ok(c) => (c, true),
                             Err(_) => (at, false),
                         },
@@ -270,11 +298,15 @@ impl Resolver {
                     }
                 }
             }
-            // The root, `..` at the end, a relative path: as `canonical` does them.
-            _ => match p.canonicalize() {
-                Ok(c) => (c, true),
-                Err(_) => (canonical(p), false),
-            },
+            _ if p == Path::new("/") => (p.to_path_buf(), true),
+            // `..` at the end, a relative path: as `canonical` does them.
+            _ => {
+                self.unsettled = true;
+                match p.canonicalize() {
+                    Ok(c) => (c, true),
+                    Err(_) => (canonical(p), false),
+                }
+            }
         };
         self.known.insert(p.to_path_buf(), r.clone());
         r
