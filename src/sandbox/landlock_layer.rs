@@ -86,6 +86,9 @@ fn stamp(p: &Path) -> Option<Stamp> {
 /// A ruleset with its rules added but not yet enforced, and what its listing saw.
 pub struct Built {
     ruleset: landlock::RulesetCreated,
+    /// The policy's hidden paths, as given.
+    hidden_given: Vec<PathBuf>,
+    /// Those resolved when the rules were built.
     hidden: Vec<PathBuf>,
     listed: Vec<Listed>,
 }
@@ -138,6 +141,7 @@ impl Built {
         }
         let mut built = Built {
             ruleset: created,
+            hidden_given: policy.hidden_paths.clone(),
             hidden,
             listed: Vec::new(),
         };
@@ -162,13 +166,17 @@ impl Built {
     }
 
     /// Whether the rules still say what a walk now would: every directory the walk listed
-    /// is the same directory, unchanged, and the hidden paths resolve as they did. Revealed
-    /// paths and writable roots are not listed; the caller compares those itself.
+    /// is the same directory, unchanged, and the hidden paths are the ones the rules were
+    /// built for. Not resolved again here: the sidecar resolves them for every command just
+    /// before its order (`secrets::hidden_for`), so a link that appeared since makes them
+    /// another list (and the prepared init's policy no longer matches: the command starts
+    /// cold). Revealed paths and writable roots are not listed; the caller compares those
+    /// itself.
     pub fn fresh(&self, policy: &Policy) -> bool {
         self.listed
             .iter()
             .all(|l| l.stamp.is_some() && stamp(&l.path) == l.stamp)
-            && Resolver::all(&policy.hidden_paths) == self.hidden
+            && policy.hidden_paths == self.hidden_given
     }
 
     /// Grants everything beneath `root` (the private temp dir), but for hidden paths.

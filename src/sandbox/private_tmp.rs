@@ -24,6 +24,8 @@ enum Job {
     Remove(PathBuf),
     /// Make dirs in this parent until `AHEAD` wait.
     Refill(PathBuf),
+    /// Remove this process's directory (shutdown); answered once done.
+    RemoveParent(mpsc::Sender<()>),
 }
 
 /// The thread that makes and removes the dirs; `None` if it could not start (then both are
@@ -42,6 +44,10 @@ fn janitor() -> Option<&'static mpsc::Sender<Job>> {
                             let _ = remove_tree(&p);
                         }
                         Job::Refill(base) => refill(&base),
+                        Job::RemoveParent(done) => {
+                            remove_parent_now();
+                            let _ = done.send(());
+                        }
                     }
                 }
             })
@@ -163,7 +169,29 @@ impl PrivateTmp {
 }
 
 /// Removes this process's directory of private temp dirs (shutdown), with whatever is left.
+/// On the janitor, after the jobs given to it before: a removal of a finished command's dir
+/// running beside this one made both bail out (each stops at an entry the other removed
+/// first) and left the directory behind. In place if the janitor does not answer in time.
 pub fn remove_tmp_parent() {
+    if std::fs::symlink_metadata(tmp_parent_path()).is_err() {
+        return;
+    }
+    if let Some(tx) = janitor() {
+        let (done, wait) = mpsc::channel();
+        if tx.send(Job::RemoveParent(done)).is_ok()
+            && wait.recv_timeout(PARENT_REMOVAL_WAIT).is_ok()
+        {
+            return;
+        }
+    }
+    remove_parent_now();
+}
+
+/// How long shutdown waits for the janitor to remove this process's directory.
+const PARENT_REMOVAL_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn remove_parent_now() {
+    ready().clear();
     let path = tmp_parent_path();
     if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
         let _ = remove_tree(&path);
@@ -216,6 +244,7 @@ impl Drop for PrivateTmp {
             match tx.send(Job::Remove(path)) {
                 Ok(()) => return,
                 Err(mpsc::SendError(Job::Remove(p) | Job::Refill(p))) => path = p,
+                Err(mpsc::SendError(Job::RemoveParent(_))) => return,
             }
         }
         let _ = remove_tree(&path);
