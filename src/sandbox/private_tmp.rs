@@ -239,15 +239,15 @@ impl Drop for PrivateTmp {
     /// Removed behind: the command and everything it started are dead by now, and a late
     /// removal is only disk litter that shutdown (or the next boot's sweep) clears.
     fn drop(&mut self) {
-        let mut path = std::mem::take(&mut self.path);
-        if let Some(tx) = janitor() {
-            match tx.send(Job::Remove(path)) {
-                Ok(()) => return,
-                Err(mpsc::SendError(Job::Remove(p) | Job::Refill(p))) => path = p,
-                Err(mpsc::SendError(Job::RemoveParent(_))) => return,
-            }
+        let path = std::mem::take(&mut self.path);
+        let Some(tx) = janitor() else {
+            let _ = remove_tree(&path);
+            return;
+        };
+        // Not sent (the janitor is gone): removed here.
+        if let Err(mpsc::SendError(Job::Remove(path))) = tx.send(Job::Remove(path)) {
+            let _ = remove_tree(&path);
         }
-        let _ = remove_tree(&path);
     }
 }
 
