@@ -10,8 +10,8 @@ calls first. Prints median, p90, p99 and min in ms. Run it with TMPDIR away from
 when profiling: files appearing in /tmp change what a prepared spare's Landlock walk saw.
 The A/B form runs both sidecars side by side and alternates single calls (in a random order
 within each pair, GAP apart), so a drift of the host lands on both; it prints each side's
-median, the sidecar's own CPU per call (children not counted) and the median of the
-per-pair differences (B - A). Stdlib only.
+median, the sidecar's own CPU per call (alone, and with its spares' and their children's,
+counted once reaped) and the median of the per-pair differences (B - A). Stdlib only.
 """
 import json, os, random, statistics, sys, time
 
@@ -40,10 +40,12 @@ def make_call(p, ws):
 
 
 def cpu_ms(p):
-    """The sidecar's own CPU (user + system, its children not counted) so far."""
+    """The sidecar's own CPU so far (user + system), and with its reaped children's (the
+    spares, whose own children, init and the command, were reaped by them)."""
     with open(f"/proc/{p.pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+        t = [int(x) * 1000 / os.sysconf("SC_CLK_TCK")
+             for x in f.read().rsplit(")", 1)[1].split()[11:15]]
+    return (t[0] + t[1], sum(t))
 
 
 def summary(v):
@@ -70,15 +72,16 @@ for i in range(calls):
     for k in order:
         time.sleep(gap)
         v[k].append(sides[k](100 + i))
-cpu = [(cpu_ms(p) - c) / calls for (p, _), c in zip(procs, cpu0)]
+cpu = [tuple((x - y) / calls for x, y in zip(cpu_ms(p), c)) for (p, _), c in zip(procs, cpu0)]
+cpu = [f"sidecar CPU {own:.3f} ms per call, {kids:.3f} with its spares" for own, kids in cpu]
 if ab:
     d = [b - a for a, b in zip(*v)]
-    print(f"A {summary(v[0])}, sidecar CPU {cpu[0]:.3f} ms per call")
-    print(f"B {summary(v[1])}, sidecar CPU {cpu[1]:.3f} ms per call")
+    print(f"A {summary(v[0])}, {cpu[0]}")
+    print(f"B {summary(v[1])}, {cpu[1]}")
     print(f"B - A: median of {len(d)} pair differences {statistics.median(d):+.3f} ms, "
           f"B faster in {sum(x < 0 for x in d)} of {len(d)}")
 else:
-    print(f"{summary(v[0])}, sidecar CPU {cpu[0]:.3f} ms per call")
+    print(f"{summary(v[0])}, {cpu[0]}")
 for p, _ in procs:
     p.stdin.close()
     p.wait()

@@ -8,6 +8,7 @@
 //! rules), so a link cannot re-grant a hidden path.
 
 use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -345,25 +346,48 @@ impl Walk {
     /// lies inside, `dir` itself gets no rule and each child is granted (recursively)
     /// instead.
     fn grant(&mut self, dir: &Path, access: BitFlags<AccessFs>, hidden: &[PathBuf], is_dir: bool) {
+        // Compared as bytes once each is in component form (no `.`, `//` or trailing `/`),
+        // which is what `Path::starts_with` compares: its component walk, run for each listed
+        // entry against each hidden path, was ~13 % of a prepared spare's CPU (perf), and the
+        // ruleset build 2.75 ms where it is now 1.64 (`benches/landlock_walk.rs`).
+        let dir: PathBuf = dir.components().collect();
+        let hidden: Vec<PathBuf> = hidden.iter().map(|h| h.components().collect()).collect();
+        let d = dir.as_os_str().as_bytes();
         // A root inside a hidden path (a writable root named there) gets nothing.
-        if hidden.iter().any(|h| dir.starts_with(h)) {
+        if hidden.iter().any(|h| beneath(d, h.as_os_str().as_bytes())) {
             return;
         }
-        let inside: Vec<PathBuf> = hidden
+        let inside: Vec<&[u8]> = hidden
             .iter()
-            .filter(|h| h.starts_with(dir))
-            .cloned()
+            .map(|h| h.as_os_str().as_bytes())
+            .filter(|h| beneath(h, d))
             .collect();
         if inside.is_empty() {
-            self.rules.push((dir.to_path_buf(), access, is_dir));
-            return;
+            self.rules.push((dir, access, is_dir));
+        } else {
+            self.list(dir, access, &inside);
         }
-        if inside.iter().any(|h| h == dir) {
-            return;
-        }
-        self.listed.push(dir.to_path_buf());
+    }
+
+    /// Lists `dir`, which holds each of `inside` strictly beneath it (none is `dir`), and
+    /// grants each entry but the hidden ones, going down into those that hold hidden paths.
+    fn list(&mut self, dir: PathBuf, access: BitFlags<AccessFs>, inside: &[&[u8]]) {
+        // Each hidden path by the name of the entry of `dir` it lies in; `true` when it is
+        // that entry itself.
+        let skip = dir.as_os_str().len() + usize::from(dir != Path::new("/"));
+        let mut by_name: Vec<(&[u8], &[u8], bool)> = inside
+            .iter()
+            .filter_map(|h| {
+                let rest = h.get(skip..)?;
+                let name = rest.split(|b| *b == b'/').next()?;
+                Some((name, *h, name.len() == rest.len()))
+            })
+            .collect();
+        by_name.sort_unstable_by(|a, b| a.0.cmp(b.0));
         // Unlistable: grant nothing below rather than risk granting a hidden path.
-        let Ok(entries) = std::fs::read_dir(dir) else {
+        let entries = std::fs::read_dir(&dir);
+        self.listed.push(dir);
+        let Ok(entries) = entries else {
             return;
         };
         for entry in entries.flatten() {
@@ -375,14 +399,28 @@ impl Walk {
             if kind.is_symlink() {
                 continue;
             }
-            let path = entry.path();
-            if kind.is_dir() {
-                self.grant(&path, access, &inside, true);
-            } else if !inside.contains(&path) {
-                self.rules.push((path, access, false));
+            let name = entry.file_name();
+            let name = name.as_bytes();
+            let from = by_name.partition_point(|(n, _, _)| *n < name);
+            let to = by_name.partition_point(|(n, _, _)| *n <= name);
+            let here = by_name.get(from..to).unwrap_or_default();
+            if here.iter().any(|(_, _, whole)| *whole) {
+                continue; // the entry is hidden itself
+            }
+            if here.is_empty() || !kind.is_dir() {
+                self.rules.push((entry.path(), access, kind.is_dir()));
+            } else {
+                let below: Vec<&[u8]> = here.iter().map(|(_, h, _)| *h).collect();
+                self.list(entry.path(), access, &below);
             }
         }
     }
+}
+
+/// Whether the path `p` is `root` or beneath it, both in component form.
+fn beneath(p: &[u8], root: &[u8]) -> bool {
+    p.strip_prefix(root)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/") || root.ends_with(b"/"))
 }
 
 #[cfg(test)]
@@ -423,6 +461,100 @@ mod tests {
             paths,
             vec![root.join("a/file"), root.join("a/open"), root.join("b")]
         );
+    }
+
+    /// The walk as it was written first, with `Path::starts_with` throughout: what the byte
+    /// comparisons must agree with.
+    fn walk_by_components(w: &mut Walk, dir: &Path, hidden: &[PathBuf]) {
+        if hidden.iter().any(|h| dir.starts_with(h)) {
+            return;
+        }
+        let inside: Vec<PathBuf> = hidden
+            .iter()
+            .filter(|h| h.starts_with(dir))
+            .cloned()
+            .collect();
+        if inside.is_empty() {
+            w.rules
+                .push((dir.to_path_buf(), AccessFs::ReadFile.into(), true));
+            return;
+        }
+        w.listed.push(dir.to_path_buf());
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let kind = entry.file_type().unwrap();
+            if kind.is_symlink() {
+                continue;
+            }
+            let path = entry.path();
+            if kind.is_dir() {
+                walk_by_components(w, &path, &inside);
+            } else if !inside.contains(&path) {
+                w.rules.push((path, AccessFs::ReadFile.into(), false));
+            }
+        }
+    }
+
+    #[test]
+    fn the_walk_agrees_with_component_comparison() {
+        let d = tempfile::tempdir().unwrap();
+        let root = canonical(d.path());
+        for dir in [
+            "a/sec/deep/er",
+            "a/secret",
+            "a/sec2",
+            "a/se",
+            "b/x",
+            "b/y",
+            "c",
+            "files",
+        ] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        for file in [
+            "a/sec/deep/f",
+            "a/secret.txt",
+            "files/key",
+            "files/keys",
+            "b/x/f",
+        ] {
+            std::fs::write(root.join(file), "x").unwrap();
+        }
+        std::os::unix::fs::symlink(root.join("a/sec"), root.join("b/link")).unwrap();
+        let r = |p: &str| root.join(p);
+        let cases: Vec<Vec<PathBuf>> = vec![
+            // A name that is a byte prefix of its siblings (`sec` and `secret`, `sec2`).
+            vec![r("a/sec")],
+            // Two hidden paths in one child, one deeper than the other's parent.
+            vec![r("a/sec/deep/er"), r("a/sec/deep/f"), r("b/x")],
+            // A hidden file beside files whose names extend it; one beneath a file.
+            vec![r("files/key"), r("files/keys/beneath")],
+            // Written with `.`, `//` and a trailing `/`; one missing, one the root itself.
+            vec![
+                PathBuf::from(format!("{}/./a//secret/", root.display())),
+                r("missing/x"),
+            ],
+            vec![root.clone()],
+            vec![r("c"), r("b"), r("a/se")],
+            // Siblings of the root whose names extend it, or that it extends.
+            vec![PathBuf::from(format!("{}zz", root.display()))],
+            vec![PathBuf::from(
+                root.to_str().unwrap().strip_suffix(|_| true).unwrap(),
+            )],
+        ];
+        for hidden in cases {
+            let normal: Vec<PathBuf> = hidden.iter().map(|h| h.components().collect()).collect();
+            let mut want = Walk::default();
+            walk_by_components(&mut want, &root, &normal);
+            let mut got = Walk::default();
+            got.grant(&root, AccessFs::ReadFile.into(), &hidden, true);
+            let sorted = |w: Walk| {
+                let mut rules: Vec<(PathBuf, bool)> =
+                    w.rules.into_iter().map(|(p, _, d)| (p, d)).collect();
+                rules.sort();
+                (rules, w.listed)
+            };
+            assert_eq!(sorted(got), sorted(want), "hidden {hidden:?}");
+        }
     }
 
     #[test]
