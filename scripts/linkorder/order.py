@@ -95,7 +95,8 @@ def check(order_file, mapfile):
     share = len(found) / max(len(names), 1)
     print(f"{order_file}: {len(found)} of {len(names)} names in this build ({share:.0%}), "
           f"{sum(n for _, n in found) // 1024} KiB of code")
-    if share < 0.9:
+    # 98 %: at 92 % (stops 44-46, sandbox code only) RSS at ready had grown 5.7 -> 8.6 MiB.
+    if share < 0.98:
         sys.exit("stale: regenerate it with scripts/linkorder/regen.sh, or build the binary "
                  "in a cargo command of its own (an example or test in the same command "
                  "changes the dependencies' features, and with them every symbol's hash)")
